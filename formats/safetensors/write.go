@@ -1,0 +1,120 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/bits"
+	"slices"
+	"strconv"
+)
+
+// WriteTensor is one tensor to write: its header entry and its bytes.
+type WriteTensor struct {
+	Name  string
+	DType DType
+	Shape []uint64
+	Data  []byte
+}
+
+// Encode lays out a safetensors file: __metadata__ (only when non-empty, keys
+// sorted) then the tensors in the order given, the JSON padded with spaces to
+// a multiple of 8 as the reference writer does. The data follow in the same order.
+func Encode(tensors []WriteTensor, metadata map[string]string) ([]byte, error) {
+	var hdr bytes.Buffer
+	hdr.WriteByte('{')
+	first := true
+	if len(metadata) > 0 {
+		hdr.WriteString(`"__metadata__":{`)
+		keys := make([]string, 0, len(metadata))
+		for k := range metadata {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				hdr.WriteByte(',')
+			}
+			writeJSONString(&hdr, k)
+			hdr.WriteByte(':')
+			writeJSONString(&hdr, metadata[k])
+		}
+		hdr.WriteByte('}')
+		first = false
+	}
+	seen := make(map[string]bool, len(tensors))
+	var off uint64
+	for _, t := range tensors {
+		if t.Name == "" || t.Name == "__metadata__" {
+			return nil, fmt.Errorf("safetensors: write: invalid tensor name %q", t.Name)
+		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("safetensors: write: tensor %q given twice", t.Name)
+		}
+		seen[t.Name] = true
+		if t.DType.Bits() == 0 {
+			return nil, fmt.Errorf("safetensors: write: tensor %q: invalid dtype", t.Name)
+		}
+		elems := uint64(1)
+		for _, d := range t.Shape {
+			hi, lo := bits.Mul64(elems, d)
+			if hi != 0 {
+				return nil, fmt.Errorf("safetensors: write: tensor %q: shape overflows", t.Name)
+			}
+			elems = lo
+		}
+		nbits := elems * t.DType.Bits()
+		if nbits%8 != 0 || nbits/8 != uint64(len(t.Data)) {
+			return nil, fmt.Errorf("safetensors: write: tensor %q: %s %v needs %d bits, data has %d bytes",
+				t.Name, t.DType, t.Shape, nbits, len(t.Data))
+		}
+		if !first {
+			hdr.WriteByte(',')
+		}
+		first = false
+		writeJSONString(&hdr, t.Name)
+		hdr.WriteString(`:{"dtype":"`)
+		hdr.WriteString(t.DType.String())
+		hdr.WriteString(`","shape":[`)
+		for i, d := range t.Shape {
+			if i > 0 {
+				hdr.WriteByte(',')
+			}
+			hdr.WriteString(strconv.FormatUint(d, 10))
+		}
+		hdr.WriteString(`],"data_offsets":[`)
+		hdr.WriteString(strconv.FormatUint(off, 10))
+		hdr.WriteByte(',')
+		off += uint64(len(t.Data))
+		hdr.WriteString(strconv.FormatUint(off, 10))
+		hdr.WriteString("]}")
+	}
+	hdr.WriteByte('}')
+	for hdr.Len()%8 != 0 {
+		hdr.WriteByte(' ')
+	}
+	out := make([]byte, 8, 8+hdr.Len()+int(off))
+	binary.LittleEndian.PutUint64(out, uint64(hdr.Len()))
+	out = append(out, hdr.Bytes()...)
+	for _, t := range tensors {
+		out = append(out, t.Data...)
+	}
+	return out, nil
+}
+
+// Write encodes the tensors and writes the file to w.
+func Write(w io.Writer, tensors []WriteTensor, metadata map[string]string) error {
+	b, err := Encode(tensors, metadata)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+func writeJSONString(buf *bytes.Buffer, s string) {
+	b, _ := json.Marshal(s) // a Go string always marshals
+	buf.Write(b)
+}
