@@ -1,0 +1,68 @@
+// Package packing converts between the bit layouts quantized checkpoints use
+// to store integer and FP4 codes and plain arrays of codes: compressed-tensors
+// pack_to_int32 (both layouts), GPTQ qweight/qzeros, AWQ's interleaved
+// columns, and MXFP4 blocks.
+//
+// Unpackers take the tensor's raw little-endian bytes and its logical
+// dimensions, check that the byte count matches the layout before touching
+// anything, and return a *LayoutError otherwise; they never panic on short or
+// hostile input. What the codes mean (zero points, scales) is scheme's job.
+package packing
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// LayoutError reports packed data whose size or parameters do not fit the layout.
+type LayoutError struct {
+	Layout string // "ct-bitstream", "gptq", ...
+	Rule   string // e.g. "CT-001" or "packed-size"
+	Msg    string
+}
+
+func (e *LayoutError) Error() string {
+	return fmt.Sprintf("packing %s: rule %s: %s", e.Layout, e.Rule, e.Msg)
+}
+
+func sizeErr(layout string, got, want uint64, what string) error {
+	return &LayoutError{Layout: layout, Rule: "packed-size", Msg: fmt.Sprintf("%s: have %d bytes, the layout needs %d", what, got, want)}
+}
+
+// field reads the b-bit field starting at bit position bit of a little-endian
+// stream of 32-bit words held in w (fields may cross a word boundary).
+func field(w []byte, bit uint64, b uint) uint32 {
+	word := bit / 32
+	off := bit % 32
+	v := uint64(binary.LittleEndian.Uint32(w[4*word:]))
+	if off+uint64(b) > 32 {
+		v |= uint64(binary.LittleEndian.Uint32(w[4*word+4:])) << 32
+	}
+	return uint32(v>>off) & (1<<b - 1)
+}
+
+// putField ORs the b-bit value into the word stream at bit position bit.
+func putField(w []uint32, bit uint64, b uint, v uint32) {
+	word := bit / 32
+	off := bit % 32
+	w[word] |= v << off
+	if off+uint64(b) > 32 {
+		w[word+1] |= v >> (32 - off)
+	}
+}
+
+// wordsToBytes serialises int32 words little-endian, as safetensors stores I32.
+func wordsToBytes(w []uint32) []byte {
+	out := make([]byte, 4*len(w))
+	for i, x := range w {
+		binary.LittleEndian.PutUint32(out[4*i:], x)
+	}
+	return out
+}
+
+func checkBits(layout string, bits int) error {
+	if bits < 1 || bits > 8 {
+		return &LayoutError{Layout: layout, Rule: "CT-001", Msg: fmt.Sprintf("num_bits %d is outside 1..8", bits)}
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package packing
+
+import "fmt"
+
+// GPTQ packs qweight [in·b/32, out] along the input dimension: column j is a
+// little-endian bitstream of its in values, element 0 in the low bits (3-bit
+// fields cross words). qzeros [groups, out·b/32] is packed the same way along
+// the output columns. Codes are unsigned, 0 .. 2^b−1.
+
+// GPTQWeightRows is the number of int32 rows of a qweight for in inputs.
+func GPTQWeightRows(in, bits int) (int, error) {
+	if bits != 2 && bits != 3 && bits != 4 && bits != 8 {
+		return 0, &LayoutError{Layout: "gptq", Rule: "bits", Msg: fmt.Sprintf("GPTQ bits must be 2, 3, 4 or 8, not %d", bits)}
+	}
+	if in*bits%32 != 0 {
+		return 0, &LayoutError{Layout: "gptq", Rule: "packed-size", Msg: fmt.Sprintf("%d inputs at %d bits do not fill whole int32 words", in, bits)}
+	}
+	return in * bits / 32, nil
+}
+
+// PackGPTQWeight packs unsigned codes of the stored [in, out] matrix into qweight bytes.
+func PackGPTQWeight(codes []uint8, in, out, bits int) ([]byte, error) {
+	rows, err := GPTQWeightRows(in, bits)
+	if err != nil {
+		return nil, err
+	}
+	if len(codes) != in*out {
+		return nil, fmt.Errorf("packing gptq: %d codes for [%d, %d]", len(codes), in, out)
+	}
+	words := make([]uint32, rows*out)
+	col := make([]uint32, rows)
+	for j := range out {
+		clear(col)
+		for i := range in {
+			putField(col, uint64(i*bits), uint(bits), uint32(codes[i*out+j])&(1<<bits-1))
+		}
+		for r := range rows {
+			words[r*out+j] = col[r]
+		}
+	}
+	return wordsToBytes(words), nil
+}
+
+// UnpackGPTQWeight unpacks qweight bytes into the unsigned codes of the stored
+// [in, out] matrix.
+func UnpackGPTQWeight(dst []uint8, qweight []byte, in, out, bits int) error {
+	rows, err := GPTQWeightRows(in, bits)
+	if err != nil {
+		return err
+	}
+	if want := uint64(rows) * uint64(out) * 4; uint64(len(qweight)) != want {
+		return sizeErr("gptq", uint64(len(qweight)), want, fmt.Sprintf("qweight for [%d, %d] at %d bits", in, out, bits))
+	}
+	if len(dst) < in*out {
+		return fmt.Errorf("packing gptq: destination holds %d codes, need %d", len(dst), in*out)
+	}
+	col := make([]byte, 4*rows)
+	for j := range out {
+		for r := range rows {
+			copy(col[4*r:4*r+4], qweight[4*(r*out+j):])
+		}
+		for i := range in {
+			dst[i*out+j] = uint8(field(col, uint64(i*bits), uint(bits)))
+		}
+	}
+	return nil
+}
+
+// PackRowBits packs unsigned codes of a [rows, cols] matrix along dim 1 as a
+// bitstream per row, ceil(cols·b/32) words a row (GPTQ qzeros).
+func PackRowBits(codes []uint8, rows, cols, bits int) ([]byte, error) {
+	if err := checkBits("gptq-qzeros", bits); err != nil {
+		return nil, err
+	}
+	if len(codes) != rows*cols {
+		return nil, fmt.Errorf("packing gptq-qzeros: %d codes for [%d, %d]", len(codes), rows, cols)
+	}
+	p := (cols*bits + 31) / 32
+	words := make([]uint32, rows*p)
+	for r := range rows {
+		for c := range cols {
+			putField(words[r*p:(r+1)*p], uint64(c*bits), uint(bits), uint32(codes[r*cols+c])&(1<<bits-1))
+		}
+	}
+	return wordsToBytes(words), nil
+}
+
+// UnpackRowBits reverses PackRowBits.
+func UnpackRowBits(dst []uint8, packed []byte, rows, cols, bits int) error {
+	if err := checkBits("gptq-qzeros", bits); err != nil {
+		return err
+	}
+	p := (cols*bits + 31) / 32
+	if want := uint64(rows) * uint64(p) * 4; uint64(len(packed)) != want {
+		return sizeErr("gptq-qzeros", uint64(len(packed)), want, fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits))
+	}
+	if len(dst) < rows*cols {
+		return fmt.Errorf("packing gptq-qzeros: destination holds %d codes, need %d", len(dst), rows*cols)
+	}
+	for r := range rows {
+		row := packed[4*r*p : 4*(r+1)*p]
+		for c := range cols {
+			dst[r*cols+c] = uint8(field(row, uint64(c*bits), uint(bits)))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,277 @@
+package packing
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func randCodes(r *rand.Rand, n, bits int) []int8 {
+	c := make([]int8, n)
+	for i := range c {
+		c[i] = int8(r.IntN(1<<bits)) - int8(1<<(bits-1))
+	}
+	return c
+}
+
+func TestCTRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for bits := 1; bits <= 8; bits++ {
+		for _, l := range []CTLayout{CTBitstream, CTPerWord} {
+			for _, cols := range []int{1, 3, 31, 32, 33, 100} {
+				rows := 3
+				codes := randCodes(r, rows*cols, bits)
+				packed, err := PackCT(codes, rows, cols, bits, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(packed) != 4*rows*CTWordsPerRow(cols, bits, l) {
+					t.Fatalf("bits %d %v cols %d: %d bytes", bits, l, cols, len(packed))
+				}
+				got := make([]int8, rows*cols)
+				if err := UnpackCT(got, packed, rows, cols, bits, l); err != nil {
+					t.Fatal(err)
+				}
+				for i := range got {
+					if got[i] != codes[i] {
+						t.Fatalf("bits %d %v cols %d: element %d: %d want %d", bits, l, cols, i, got[i], codes[i])
+					}
+				}
+				zp, err := PackCTDim0(codes, rows, cols, bits, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(zp) != 4*cols*CTWordsPerRow(rows, bits, l) {
+					t.Fatalf("dim0 size %d", len(zp))
+				}
+				if err := UnpackCTDim0(got, zp, rows, cols, bits, l); err != nil {
+					t.Fatal(err)
+				}
+				for i := range got {
+					if got[i] != codes[i] {
+						t.Fatalf("dim0 bits %d %v: element %d: %d want %d", bits, l, i, got[i], codes[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// The two layouts write the same bytes exactly when b divides 32.
+func TestCTLayoutsAgreeOnlyForPowersOfTwo(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 9))
+	for bits := 1; bits <= 8; bits++ {
+		codes := randCodes(r, 4*64, bits)
+		a, _ := PackCT(codes, 4, 64, bits, CTBitstream)
+		b, _ := PackCT(codes, 4, 64, bits, CTPerWord)
+		same := bytes.Equal(a, b)
+		if same != (32%bits == 0) {
+			t.Errorf("bits %d: layouts equal = %v", bits, same)
+		}
+	}
+}
+
+// CT-002 and CT-003 by hand: 3-bit codes, element 10 spans bits 30..32.
+func TestCTBitstreamCrossesWords(t *testing.T) {
+	codes := make([]int8, 11)
+	codes[10] = 3 // stored 3+4 = 0b111: two bits in word 0, one in word 1
+	packed, err := PackCT(codes, 1, 11, 3, CTBitstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0 := binary.LittleEndian.Uint32(packed)
+	w1 := binary.LittleEndian.Uint32(packed[4:])
+	// the other ten fields store 0+4 = 0b100
+	var want0 uint32
+	for i := range 10 {
+		want0 |= 4 << (3 * i)
+	}
+	want0 |= 3 << 30
+	if w0 != want0 || w1 != 1 {
+		t.Fatalf("words %08x %08x, want %08x %08x", w0, w1, want0, 1)
+	}
+	if _, err := PackCT([]int8{4}, 1, 1, 3, CTBitstream); err == nil {
+		t.Error("code 4 does not fit signed 3 bits (CT-002)")
+	}
+}
+
+// The format card's example: two rows of one word each, 8 int4 codes a word.
+func TestCTFormatCardExample(t *testing.T) {
+	packed := []byte{0x98, 0xba, 0xdc, 0xfe, 0x10, 0x32, 0x54, 0x76}
+	got := make([]int8, 16)
+	if err := UnpackCT(got, packed, 2, 8, 4, CTBitstream); err != nil {
+		t.Fatal(err)
+	}
+	want := []int8{0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("codes %v, want %v", got, want)
+		}
+	}
+}
+
+func TestCTRejects(t *testing.T) {
+	var le *LayoutError
+	if err := UnpackCT(make([]int8, 8), make([]byte, 4), 1, 8, 9, CTBitstream); !errors.As(err, &le) || le.Rule != "CT-001" {
+		t.Errorf("9 bits: %v", err)
+	}
+	if err := UnpackCT(make([]int8, 8), make([]byte, 4), 1, 8, 0, CTBitstream); !errors.As(err, &le) || le.Rule != "CT-001" {
+		t.Errorf("0 bits: %v", err)
+	}
+	if err := UnpackCT(make([]int8, 9), make([]byte, 4), 1, 9, 4, CTBitstream); !errors.As(err, &le) || le.Rule != "packed-size" {
+		t.Errorf("short: %v", err)
+	}
+	if err := UnpackCTDim0(make([]int8, 9), make([]byte, 3), 9, 1, 4, CTBitstream); err == nil {
+		t.Error("short zero points accepted")
+	}
+}
+
+func TestCTLayoutForVersion(t *testing.T) {
+	for v, want := range map[string]CTLayout{"": CTBitstream, "0.17.1": CTPerWord, "0.9.4": CTPerWord,
+		"0.18.0": CTBitstream, "0.18.1.dev3": CTBitstream, "1.0": CTBitstream, "garbage": CTBitstream, "0.17": CTPerWord} {
+		if got := CTLayoutForVersion(v); got != want {
+			t.Errorf("%q: %v", v, got)
+		}
+	}
+}
+
+func TestGPTQ(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, bits := range []int{2, 3, 4, 8} {
+		in, out := 64, 5
+		codes := make([]uint8, in*out)
+		for i := range codes {
+			codes[i] = uint8(r.IntN(1 << bits))
+		}
+		q, err := PackGPTQWeight(codes, in, out, bits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(q) != 4*in*bits/32*out {
+			t.Fatalf("qweight %d bytes", len(q))
+		}
+		got := make([]uint8, in*out)
+		if err := UnpackGPTQWeight(got, q, in, out, bits); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, codes) {
+			t.Fatalf("bits %d round trip", bits)
+		}
+	}
+	// 4-bit: qweight[0][j] holds inputs 0..7 of column j, input 0 lowest.
+	codes := make([]uint8, 8*2)
+	for i := range 8 {
+		codes[i*2+1] = uint8(i)
+	}
+	q, _ := PackGPTQWeight(codes, 8, 2, 4)
+	if w := binary.LittleEndian.Uint32(q[4:]); w != 0x76543210 {
+		t.Fatalf("column 1 word %08x", w)
+	}
+	// Symmetric v1 zero points (stored z−1 = 7) read 0x77777777.
+	zeros := bytes.Repeat([]byte{7}, 8)
+	z, _ := PackRowBits(zeros, 1, 8, 4)
+	if w := binary.LittleEndian.Uint32(z); w != 0x77777777 {
+		t.Fatalf("qzeros word %08x", w)
+	}
+	back := make([]uint8, 8)
+	if err := UnpackRowBits(back, z, 1, 8, 4); err != nil || !bytes.Equal(back, zeros) {
+		t.Fatal("qzeros round trip")
+	}
+	if _, err := GPTQWeightRows(10, 3); err == nil {
+		t.Error("10 inputs at 3 bits do not fill words")
+	}
+	if err := UnpackGPTQWeight(make([]uint8, 64), make([]byte, 7), 32, 2, 4); err == nil {
+		t.Error("short qweight accepted")
+	}
+}
+
+func TestAWQ(t *testing.T) {
+	codes := []uint8{0, 1, 2, 3, 4, 5, 6, 7}
+	p, err := PackAWQ(codes, 1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nibble k holds column [0,2,4,6,1,3,5,7][k]
+	if w := binary.LittleEndian.Uint32(p); w != 0x75316420 {
+		t.Fatalf("AWQ word %08x, want 75316420", w)
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	codes = make([]uint8, 3*32)
+	for i := range codes {
+		codes[i] = uint8(r.IntN(16))
+	}
+	p, _ = PackAWQ(codes, 3, 32)
+	got := make([]uint8, len(codes))
+	if err := UnpackAWQ(got, p, 3, 32); err != nil || !bytes.Equal(got, codes) {
+		t.Fatalf("AWQ round trip: %v", err)
+	}
+	if err := UnpackAWQ(got, p, 3, 30); err == nil {
+		t.Error("30 columns accepted")
+	}
+}
+
+func TestMXFP4(t *testing.T) {
+	blocks := make([]byte, 32)
+	blocks[0] = 0x21     // elements 0, 1: 0.5, 1
+	blocks[16+15] = 0xF7 // elements 62, 63 of block 1: 6, -6
+	scales := []byte{127 + 2, 127 - 1}
+	dst := make([]float32, 64)
+	if err := DecodeMXFP4(dst, blocks, scales); err != nil {
+		t.Fatal(err)
+	}
+	if dst[0] != 2 || dst[1] != 4 || dst[2] != 0 || dst[62] != 3 || dst[63] != -3 {
+		t.Fatalf("%v", dst)
+	}
+	if err := DecodeMXFP4(dst, blocks[:31], scales); err == nil {
+		t.Error("short blocks accepted")
+	}
+	b := []byte{0x21}
+	SwapNibbles(b)
+	if b[0] != 0x12 {
+		t.Error("swap")
+	}
+	_ = math.Pi
+}
+
+// FuzzUnpack runs every unpacker on arbitrary bytes and dimensions: each must
+// either refuse with an error or fill the destination, never panic.
+func FuzzUnpack(f *testing.F) {
+	f.Add([]byte{0x98, 0xba, 0xdc, 0xfe, 0x10, 0x32, 0x54, 0x76}, uint8(2), uint8(8), uint8(4))
+	f.Add(make([]byte, 12), uint8(1), uint8(32), uint8(3))
+	f.Add(make([]byte, 64), uint8(8), uint8(8), uint8(8))
+	f.Fuzz(func(t *testing.T, data []byte, rows, cols, bits uint8) {
+		r, c, b := int(rows)%64, int(cols)%128, int(bits)%10
+		codes := make([]int8, r*c)
+		for _, l := range []CTLayout{CTBitstream, CTPerWord} {
+			if UnpackCT(codes, data, r, c, b, l) == nil {
+				again, err := PackCT(codes, r, c, b, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Unused high bits may differ; what they decode to may not.
+				back := make([]int8, r*c)
+				if err := UnpackCT(back, again, r, c, b, l); err != nil || !bytes.Equal(int8Bytes(back), int8Bytes(codes)) {
+					t.Fatal("repack changed codes")
+				}
+			}
+			_ = UnpackCTDim0(codes, data, r, c, b, l)
+		}
+		u := make([]uint8, r*c)
+		_ = UnpackGPTQWeight(u, data, r, c, b)
+		_ = UnpackRowBits(u, data, r, c, b)
+		_ = UnpackAWQ(u, data, r, c)
+		dst := make([]float32, 2*len(data))
+		_ = DecodeMXFP4(dst, data, data[:len(data)/16])
+	})
+}
+
+func int8Bytes(x []int8) []byte {
+	b := make([]byte, len(x))
+	for i, v := range x {
+		b[i] = byte(v)
+	}
+	return b
+}
