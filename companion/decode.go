@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/numeric"
+	"github.com/quantscope/quantscope/formats/scheme"
+)
+
+func cmdDecode(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, `print {"name","shape","values"} instead of statistics`)
+	rowsFlag := fs.String("rows", "", "row slice A:B of the logical [rows, cols] weight (default all rows)")
+	out := fs.String("out", "", "write the values as little-endian float32 to FILE")
+	var sf sourceFlags
+	sf.register(fs, true, true)
+	pos, err := parseFlags(fs, args, 2, "SOURCE NAME")
+	if err != nil {
+		return err
+	}
+	c, err := loadCheckpoint(ctx, pos[0], sf)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	d, err := decodeName(c, pos[1], *rowsFlag)
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := writeFloats(*out, d.values); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		vals := make([]any, len(d.values))
+		for i, v := range d.values {
+			vals[i] = jsonFloat(v)
+		}
+		b, err := json.Marshal(map[string]any{"name": d.name, "shape": []int{d.rows, d.cols}, "values": vals})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	}
+	st := stats(d.values)
+	_, err = fmt.Fprintf(stdout, "shape=%d,%d\nmin=%g max=%g mean=%g std=%g\n", d.rows, d.cols, st.min, st.max, st.mean, st.std)
+	return err
+}
+
+// jsonFloat keeps NaN and infinities representable: JSON has no such numbers.
+func jsonFloat(v float32) any {
+	switch {
+	case v != v:
+		return "NaN"
+	case math.IsInf(float64(v), 1):
+		return "Infinity"
+	case math.IsInf(float64(v), -1):
+		return "-Infinity"
+	}
+	return float64(v)
+}
+
+type decoded struct {
+	name       string
+	rows, cols int
+	values     []float32
+}
+
+// decodeName decodes a module (its dequantized weight) or, for a tensor that
+// is not a module's weight, the tensor's own values viewed as [rows, last dim].
+func decodeName(c *checkpoint.Checkpoint, name, rowSpec string) (*decoded, error) {
+	m, ok := c.Module(name)
+	if !ok {
+		return nil, fmt.Errorf("%s: no module or tensor named %q", c.Source.Name(), name)
+	}
+	if m.Name == name || m.Primary() == name {
+		rows, cols := m.Matrix2D()
+		lo, hi, err := parseRows(rowSpec, int(rows))
+		if err != nil {
+			return nil, fmt.Errorf("module %q: %w", m.Name, err)
+		}
+		v, err := scheme.Dequantize(m, c, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		return &decoded{name: m.Name, rows: hi - lo, cols: int(cols), values: v}, nil
+	}
+	// A scale, zero point or other tensor: its stored values.
+	var info *scheme.TensorInfo
+	for role, t := range m.Tensors {
+		if t == name {
+			info, _ = m.Info(role)
+		}
+	}
+	if info == nil {
+		return nil, fmt.Errorf("%s: no tensor named %q", c.Source.Name(), name)
+	}
+	cols := 1
+	if len(info.Shape) > 0 {
+		cols = int(info.Shape[len(info.Shape)-1])
+	}
+	total := 1
+	for _, d := range info.Shape {
+		total *= int(d)
+	}
+	rows := total / max(cols, 1)
+	lo, hi, err := parseRows(rowSpec, rows)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	bits := int(info.DType.Bits())
+	if (cols*bits)%8 != 0 {
+		return nil, fmt.Errorf("tensor %q: rows of %d %s values do not fill whole bytes", name, cols, info.DType)
+	}
+	rowBytes := int64(cols * bits / 8)
+	b, err := c.ReadTensor(name, int64(lo)*rowBytes, int64(hi-lo)*rowBytes)
+	if err != nil {
+		return nil, err
+	}
+	v, err := numeric.Decode(info.DType, b)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	return &decoded{name: name, rows: hi - lo, cols: cols, values: v}, nil
+}
+
+func parseRows(spec string, rows int) (int, int, error) {
+	if spec == "" {
+		return 0, rows, nil
+	}
+	a, b, ok := strings.Cut(spec, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("--rows %q: want A:B", spec)
+	}
+	lo, hi := 0, rows
+	var err error
+	if a != "" {
+		if lo, err = strconv.Atoi(a); err != nil {
+			return 0, 0, fmt.Errorf("--rows %q: %v", spec, err)
+		}
+	}
+	if b != "" {
+		if hi, err = strconv.Atoi(b); err != nil {
+			return 0, 0, fmt.Errorf("--rows %q: %v", spec, err)
+		}
+	}
+	if lo < 0 || hi > rows || lo > hi {
+		return 0, 0, fmt.Errorf("--rows %q: outside 0:%d", spec, rows)
+	}
+	return lo, hi, nil
+}
+
+func writeFloats(path string, v []float32) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var buf [4]byte
+	for _, x := range v {
+		binary.LittleEndian.PutUint32(buf[:], math.Float32bits(x))
+		w.Write(buf[:])
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+type summary struct{ min, max, mean, std float64 }
+
+func stats(v []float32) summary {
+	if len(v) == 0 {
+		return summary{}
+	}
+	s := summary{min: math.Inf(1), max: math.Inf(-1)}
+	var sum, sq float64
+	n := 0
+	for _, x := range v {
+		f := float64(x)
+		if f != f {
+			continue
+		}
+		s.min, s.max = math.Min(s.min, f), math.Max(s.max, f)
+		sum += f
+		n++
+	}
+	if n == 0 {
+		return summary{min: math.NaN(), max: math.NaN(), mean: math.NaN(), std: math.NaN()}
+	}
+	s.mean = sum / float64(n)
+	for _, x := range v {
+		if f := float64(x); f == f {
+			sq += (f - s.mean) * (f - s.mean)
+		}
+	}
+	s.std = math.Sqrt(sq / float64(n))
+	return s
+}

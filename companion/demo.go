@@ -1,0 +1,32 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/quantscope/quantscope/synth"
+)
+
+func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) != 1 {
+		return &usageError{"demo wants DIR"}
+	}
+	for _, r := range synth.All() {
+		dir := filepath.Join(args[0], filepath.FromSlash(r.ID))
+		if err := r.WriteDir(dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\t%s\n", dir, r.About)
+	}
+	return nil
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return fmt.Errorf("serve: not built yet: the local hub and page server come with the hub and page work (issues 3 and 4)")
+}
+
+func cmdHub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return fmt.Errorf("hub: not built yet: the local hub comes with the hub work (issue 3)")
+}

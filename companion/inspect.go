@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/scheme"
+)
+
+// sourceFlags are the flags every command that reads a SOURCE takes.
+type sourceFlags struct {
+	endpoint, revision, token string
+}
+
+func (f *sourceFlags) register(fs *flag.FlagSet, withRevision, withToken bool) {
+	fs.StringVar(&f.endpoint, "endpoint", "", "hub endpoint (default $HF_ENDPOINT, else https://huggingface.co)")
+	if withRevision {
+		fs.StringVar(&f.revision, "revision", "", "revision: branch, tag or commit (default main)")
+	}
+	if withToken {
+		fs.StringVar(&f.token, "token", "", "hub token for gated repos (default $HF_TOKEN)")
+	}
+}
+
+func cmdInspect(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the inventory as one JSON object")
+	var sf sourceFlags
+	sf.register(fs, true, true)
+	pos, err := parseFlags(fs, args, 1, "SOURCE")
+	if err != nil {
+		return err
+	}
+	c, err := loadCheckpoint(ctx, pos[0], sf)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	inv := c.Inventory()
+	if *asJSON {
+		b, err := json.Marshal(inv)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	}
+	return printInventory(stdout, inv)
+}
+
+func printInventory(w io.Writer, inv *checkpoint.Inventory) error {
+	s := inv.Summary
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", inv.Source)
+	fmt.Fprintf(&b, "  %d file(s), %d tensors, %s of tensor data (+%s of headers)\n", s.Files, s.Tensors, humanBytes(s.Bytes), humanBytes(s.HeaderBytes))
+	fmt.Fprintf(&b, "  scheme: %s\n", describeScheme(inv.Scheme))
+	fmt.Fprintf(&b, "  %s parameters, %.2f bits per weight, %d modules (%d quantized)\n\n", humanCount(s.Parameters), s.BitsPerWeight, s.Modules, s.QuantizedModules)
+	fmt.Fprintf(&b, "  %-10s %14s %7s %12s %7s\n", "format", "parameters", "share", "bytes", "share")
+	for _, f := range sortedKeys(s.ParamsByFormat, s.BytesByFormat) {
+		fmt.Fprintf(&b, "  %-10s %14s %6.1f%% %12s %6.1f%%\n", f, humanCount(s.ParamsByFormat[f]), pct(s.ParamsByFormat[f], s.Parameters),
+			humanBytes(s.BytesByFormat[f]), pct(s.BytesByFormat[f], s.Bytes))
+	}
+	fmt.Fprintf(&b, "\n  bytes by dtype:")
+	for _, d := range sortedKeys(s.BytesByDType, nil) {
+		fmt.Fprintf(&b, " %s %s (%.0f%%)", d, humanBytes(s.BytesByDType[d]), pct(s.BytesByDType[d], s.Bytes))
+	}
+	fmt.Fprintf(&b, "\n\n")
+	if len(inv.Findings) == 0 {
+		fmt.Fprintf(&b, "  no findings: the metadata and the bytes agree\n")
+	} else {
+		fmt.Fprintf(&b, "  findings: %d error(s), %d warning(s), %d note(s)\n", s.Errors, s.Warnings, len(inv.Findings)-s.Errors-s.Warnings)
+		for _, f := range inv.Findings {
+			where := f.Tensor
+			if where == "" {
+				where = f.Module
+			}
+			if where != "" {
+				where += ": "
+			}
+			fmt.Fprintf(&b, "  %-7s %s  %s%s\n", f.Severity, f.Rule, where, f.Message)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func describeScheme(s *scheme.Scheme) string {
+	if s.Method == "none" {
+		return "none declared (no quantization_config, no hf_quant_config.json)"
+	}
+	parts := []string{s.Method}
+	if s.QuantAlgo != "" {
+		parts = append(parts, s.QuantAlgo)
+	}
+	if s.Format != "" {
+		parts = append(parts, s.Format)
+	}
+	parts = append(parts, "family "+s.Family)
+	if s.Bits > 0 {
+		parts = append(parts, fmt.Sprintf("%d-bit", s.Bits))
+	}
+	if s.GroupSize > 0 {
+		parts = append(parts, fmt.Sprintf("group %d", s.GroupSize))
+	}
+	if len(s.WeightBlockSize) == 2 {
+		parts = append(parts, fmt.Sprintf("blocks %dx%d", s.WeightBlockSize[0], s.WeightBlockSize[1]))
+	}
+	if s.KVCache != "" {
+		parts = append(parts, "kv-cache "+s.KVCache)
+	}
+	out := strings.Join(parts, ", ")
+	if ex := append(slices.Clone(s.ExcludeModules), s.Ignore...); len(ex) > 0 {
+		out += "; not quantized: " + strings.Join(ex, ", ")
+	}
+	if len(s.DeclaredIn) > 0 {
+		out += " (" + strings.Join(s.DeclaredIn, ", ") + ")"
+	}
+	return out
+}
+
+func sortedKeys(a, b map[string]uint64) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range []map[string]uint64{a, b} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y string) int {
+		if a[x] != a[y] {
+			if a[x] > a[y] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x, y)
+	})
+	return out
+}
+
+func pct(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 5 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[i])
+}
+
+func humanCount(n uint64) string {
+	switch {
+	case n >= 1e12:
+		return fmt.Sprintf("%.2f T", float64(n)/1e12)
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f B", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2f M", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f K", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,104 @@
+// Command quantscope shows what is inside a quantized LLM checkpoint.
+//
+//	quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
+//	quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
+//	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
+//	quantscope hub     [--addr 127.0.0.1:8090] DIR
+//
+// Bad input of any kind exits with status 1 and one line `error: ...` on
+// stderr naming the file, the tensor and the rule; nothing partial is printed
+// on stdout.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+)
+
+const usage = `quantscope: what is really inside a quantized checkpoint
+
+usage:
+  quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
+  quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
+  quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
+  quantscope hub     [--addr 127.0.0.1:8090] DIR
+  quantscope demo    DIR        write the generated demo repos under DIR
+
+SOURCE: https://huggingface.co/ORG/NAME[/tree/REV], ORG/NAME, the URL of one
+.safetensors file, a local directory or a local .safetensors file.
+`
+
+// usageError is a mistake on the command line; it prints the usage too.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error: "+oneLine(err.Error()))
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprint(os.Stderr, usage)
+		}
+		os.Exit(1)
+	}
+}
+
+// oneLine folds a joined or wrapped error onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return &usageError{"no command given"}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "inspect":
+		return cmdInspect(ctx, rest, stdout)
+	case "decode":
+		return cmdDecode(ctx, rest, stdout)
+	case "serve":
+		return cmdServe(ctx, rest, stdout, stderr)
+	case "hub":
+		return cmdHub(ctx, rest, stdout, stderr)
+	case "demo":
+		return cmdDemo(ctx, rest, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
+}
+
+// parseFlags parses flags that may come before or after the positional
+// arguments, and checks the positional count.
+func parseFlags(fs *flag.FlagSet, args []string, positional int, names string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, &usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) != positional {
+		return nil, &usageError{fmt.Sprintf("%s wants %s, got %d argument(s)", fs.Name(), names, len(pos))}
+	}
+	return pos, nil
+}

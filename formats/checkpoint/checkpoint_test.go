@@ -1,0 +1,96 @@
+package checkpoint
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/formats/scheme"
+	"github.com/quantscope/quantscope/synth"
+)
+
+func load(t *testing.T, r *synth.Repo) *Checkpoint {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), filepath.FromSlash(r.ID))
+	if err := r.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(context.Background(), &hub.Dir{Root: dir}, Options{ReadShapeTensors: true})
+	if err != nil {
+		t.Fatalf("%s: %v", r.ID, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Each format's error bound: the largest normalised RMS error of
+// dequantize(quantize(w)) that its step size allows, with margin.
+var nrmseBound = map[string]float64{
+	"nvfp4": 0.16, "mxfp4": 0.25, "fp8": 0.05, "int4": 0.26, "int3": 0.36, "bf16": 0.005,
+}
+
+func TestRoundTripEveryFormat(t *testing.T) {
+	for _, r := range synth.All() {
+		t.Run(strings.TrimPrefix(r.ID, synth.Org+"/"), func(t *testing.T) {
+			c := load(t, r)
+			for name, w := range r.Weights {
+				m, ok := c.Module(name)
+				if !ok {
+					t.Fatalf("module %s not found", name)
+				}
+				if m.Format != r.Formats[name] {
+					t.Fatalf("%s: format %s, generator wrote %s", name, m.Format, r.Formats[name])
+				}
+				if !equalShape(m.WeightShape, w.Shape) {
+					t.Fatalf("%s: logical shape %v, want %v", name, m.WeightShape, w.Shape)
+				}
+				rows, _ := m.Matrix2D()
+				got, err := scheme.Dequantize(m, c, 0, int(rows))
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if len(got) != len(w.Data) {
+					t.Fatalf("%s: %d values, want %d", name, len(got), len(w.Data))
+				}
+				var se, ss float64
+				for i := range got {
+					d := float64(got[i] - w.Data[i])
+					se += d * d
+					ss += float64(w.Data[i]) * float64(w.Data[i])
+				}
+				nrmse := math.Sqrt(se / ss)
+				if b := nrmseBound[m.Format]; nrmse > b {
+					t.Errorf("%s (%s/%s): normalised RMS error %.4f over the bound %.3f", name, m.Format, m.Layout, nrmse, b)
+				}
+				// A row slice decodes the same values as the whole.
+				if rows > 2 {
+					part, err := scheme.Dequantize(m, c, 1, 3)
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, cols := m.Matrix2D()
+					for i := range part {
+						if part[i] != got[int(cols)+i] {
+							t.Fatalf("%s: rows 1:3 differ from the whole at %d", name, i)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func equalShape(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,187 @@
+package checkpoint
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/formats/scheme"
+)
+
+// Rules of the repo as a whole (the per-module rules live in scheme).
+const (
+	RuleExcludedButQuantized = "config-excludes-quantized"  // an exclude/ignore list calls a quantized module unquantized
+	RuleDeclaredButDense     = "config-quantized-but-dense" // the config says quantized, the bytes are not
+	RuleIndexTotalSize       = "index-total-size"
+	RuleIndexMissingTensor   = "index-missing-tensor"  // weight_map names a tensor its shard does not hold
+	RuleIndexWrongShard      = "index-wrong-shard"     // the tensor is in another shard than weight_map says
+	RuleIndexUnlistedTensor  = "index-unlisted-tensor" // a shard holds a tensor weight_map does not name
+	RuleScale2Inconsistent   = "scale2-inconsistent"   // weight_scale_2 dtypes or shapes differ across modules
+	RuleLabelVsBytes         = "label-vs-bytes"        // an FP4/FP8 label on a checkpoint whose bytes are mostly 16-bit
+	RuleNothingQuantized     = "label-nothing-quantized"
+)
+
+func (c *Checkpoint) checkRepo() []scheme.Finding {
+	var out []scheme.Finding
+	s := c.Scheme
+	// What the config files say of each module against what is stored.
+	for _, m := range c.Modules {
+		declared, known := s.Declared(m)
+		if !known {
+			continue
+		}
+		switch {
+		case !declared && m.Quantized:
+			why := "the config lists it as not quantized"
+			if pat := s.ExcludedBy(m.Name); pat != "" {
+				why = fmt.Sprintf("%s entry %q calls it unquantized", excludeField(s), pat)
+			}
+			out = append(out, scheme.Finding{Rule: RuleExcludedButQuantized, Severity: scheme.SeverityError, Module: m.Name, Tensor: m.Primary(),
+				Message: fmt.Sprintf("%s, but its weight is stored %s", why, m.Format)})
+		case declared && !m.Quantized && m.Layout == scheme.LayoutUnquantized:
+			out = append(out, scheme.Finding{Rule: RuleDeclaredButDense, Severity: scheme.SeverityWarning, Module: m.Name, Tensor: m.Primary(),
+				Message: fmt.Sprintf("the %s config quantizes this module, but its weight is stored %s", s.Method, m.Format)})
+		}
+	}
+	out = append(out, c.checkIndex()...)
+	out = append(out, c.checkScale2()...)
+	out = append(out, c.checkLabel()...)
+	return out
+}
+
+func excludeField(s *scheme.Scheme) string {
+	if s.Method == "modelopt" {
+		return "exclude_modules"
+	}
+	if s.Method == "compressed-tensors" {
+		return "ignore"
+	}
+	return "modules_to_not_convert"
+}
+
+func (c *Checkpoint) checkIndex() []scheme.Finding {
+	if c.Index == nil {
+		return nil
+	}
+	var out []scheme.Finding
+	var data uint64
+	for _, sh := range c.Shards {
+		data += sh.Header.DataLen()
+	}
+	if c.Index.TotalSize != nil && *c.Index.TotalSize != data {
+		out = append(out, scheme.Finding{Rule: RuleIndexTotalSize, Severity: scheme.SeverityWarning,
+			Message: fmt.Sprintf("%s metadata.total_size is %d, the shards' headers hold %d bytes of tensor data (%.2f×)", indexFile, *c.Index.TotalSize, data, float64(*c.Index.TotalSize)/float64(max(data, 1)))})
+	}
+	names := make([]string, 0, len(c.Index.WeightMap))
+	for n := range c.Index.WeightMap {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		file := c.Index.WeightMap[n]
+		loc, ok := c.location[n]
+		switch {
+		case !ok:
+			out = append(out, scheme.Finding{Rule: RuleIndexMissingTensor, Severity: scheme.SeverityError, Tensor: n,
+				Message: fmt.Sprintf("weight_map puts the tensor in %s, but no shard holds it", file)})
+		case loc.shard.Path != file:
+			out = append(out, scheme.Finding{Rule: RuleIndexWrongShard, Severity: scheme.SeverityError, Tensor: n,
+				Message: fmt.Sprintf("weight_map puts the tensor in %s, but it is stored in %s", file, loc.shard.Path)})
+		}
+	}
+	for _, t := range c.tensors {
+		if _, ok := c.Index.WeightMap[t.Name]; !ok {
+			out = append(out, scheme.Finding{Rule: RuleIndexUnlistedTensor, Severity: scheme.SeverityWarning, Tensor: t.Name,
+				Message: fmt.Sprintf("stored in %s but absent from the index's weight_map: loaders that follow the index will not find it", c.location[t.Name].shard.Path)})
+		}
+	}
+	return out
+}
+
+// checkScale2 flags weight_scale_2 tensors whose dtype or shape differs from
+// the most common one: a loader that reads them all alike misreads the rest.
+func (c *Checkpoint) checkScale2() []scheme.Finding {
+	type kind struct {
+		dtype safetensors.DType
+		shape string
+	}
+	count := map[kind]int{}
+	var infos []*scheme.TensorInfo
+	for _, m := range c.Modules {
+		if t, ok := m.Info("weight_scale_2"); ok {
+			infos = append(infos, t)
+			count[kind{t.DType, fmt.Sprint(t.Shape)}]++
+		}
+	}
+	if len(count) < 2 {
+		return nil
+	}
+	var common kind
+	for k, n := range count {
+		if n > count[common] || (n == count[common] && k.shape < common.shape) {
+			common = k
+		}
+	}
+	var out []scheme.Finding
+	for _, t := range infos {
+		k := kind{t.DType, fmt.Sprint(t.Shape)}
+		if k != common {
+			out = append(out, scheme.Finding{Rule: RuleScale2Inconsistent, Severity: scheme.SeverityWarning, Tensor: t.Name,
+				Message: fmt.Sprintf("weight_scale_2 is %s %s here but %s %s in %d other modules", t.DType, k.shape, common.dtype, common.shape, count[common])})
+		}
+	}
+	return out
+}
+
+// checkLabel compares the declared family with where the bytes are.
+func (c *Checkpoint) checkLabel() []scheme.Finding {
+	s := c.Scheme
+	if s.Family == scheme.FamilyNone {
+		return nil
+	}
+	var total, wide, quant uint64
+	for _, sh := range c.Shards {
+		for _, t := range sh.Header.Tensors {
+			total += t.NBytes()
+			switch t.DType {
+			case safetensors.BF16, safetensors.F16, safetensors.F32:
+				wide += t.NBytes()
+			}
+		}
+	}
+	nq := 0
+	for _, m := range c.Modules {
+		if m.Quantized {
+			nq++
+			quant += m.Bytes
+		}
+	}
+	var out []scheme.Finding
+	if nq == 0 {
+		out = append(out, scheme.Finding{Rule: RuleNothingQuantized, Severity: scheme.SeverityError,
+			Message: fmt.Sprintf("%s declares %s quantization (%s), but no module's weight is stored quantized", strings.Join(s.DeclaredIn, " and "), s.Family, s.Method)})
+		return out
+	}
+	low := s.Family == scheme.FamilyNVFP4 || s.Family == scheme.FamilyMXFP4 || s.Family == scheme.FamilyFP8 || s.Family == scheme.FamilyInt
+	if low && total > 0 && wide*2 > total {
+		out = append(out, scheme.Finding{Rule: RuleLabelVsBytes, Severity: scheme.SeverityWarning,
+			Message: fmt.Sprintf("declared %s, but %.0f%% of the tensor bytes are 16/32-bit floats (%d of %d); quantized modules hold %.0f%%",
+				s.Family, 100*float64(wide)/float64(total), wide, total, 100*float64(quant)/float64(total))})
+	}
+	return out
+}
+
+var severityRank = map[string]int{scheme.SeverityError: 0, scheme.SeverityWarning: 1, scheme.SeverityInfo: 2}
+
+func sortFindings(f []scheme.Finding) {
+	slices.SortStableFunc(f, func(a, b scheme.Finding) int {
+		if d := severityRank[a.Severity] - severityRank[b.Severity]; d != 0 {
+			return d
+		}
+		if c := strings.Compare(a.Rule, b.Rule); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Tensor, b.Tensor)
+	})
+}

@@ -1,0 +1,118 @@
+package checkpoint
+
+import (
+	"slices"
+
+	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/formats/scheme"
+)
+
+// Summary is the inventory's headline numbers.
+type Summary struct {
+	Files            int               `json:"files"`   // safetensors shards
+	Tensors          int               `json:"tensors"` // tensors across all shards
+	Bytes            uint64            `json:"bytes"`   // tensor data bytes, headers excluded
+	HeaderBytes      uint64            `json:"header_bytes"`
+	BytesByDType     map[string]uint64 `json:"bytes_by_dtype"`
+	BytesByFormat    map[string]uint64 `json:"bytes_by_format"` // module bytes (scales included) by the module's format
+	BytesByKind      map[string]uint64 `json:"bytes_by_kind"`   // experts, attention, mlp, embedding, norm, head, other
+	Parameters       uint64            `json:"parameters"`
+	ParamsByFormat   map[string]uint64 `json:"parameters_by_format"`
+	BitsPerWeight    float64           `json:"bits_per_weight"`
+	Modules          int               `json:"modules"`
+	QuantizedModules int               `json:"quantized_modules"`
+	Errors           int               `json:"errors"`
+	Warnings         int               `json:"warnings"`
+}
+
+// TensorEntry is one tensor as the inventory lists it.
+type TensorEntry struct {
+	Name        string    `json:"name"`
+	File        string    `json:"file"`
+	DType       string    `json:"dtype"`
+	Shape       []uint64  `json:"shape"`
+	DataOffsets [2]uint64 `json:"data_offsets"`
+	Module      string    `json:"module"`
+	Role        string    `json:"role"`
+}
+
+// Inventory is the inspect --json document.
+type Inventory struct {
+	Source   string           `json:"source"`
+	Summary  Summary          `json:"summary"`
+	Scheme   *scheme.Scheme   `json:"scheme"`
+	Modules  []*scheme.Module `json:"modules"`
+	Tensors  []TensorEntry    `json:"tensors"`
+	Findings []scheme.Finding `json:"findings"`
+	Files    []hub.File       `json:"files"`
+	Fetch    hub.Stats        `json:"fetch"`
+}
+
+// Inventory summarises the checkpoint.
+func (c *Checkpoint) Inventory() *Inventory {
+	inv := &Inventory{
+		Source:   c.Source.Name(),
+		Scheme:   c.Scheme,
+		Modules:  c.Modules,
+		Findings: slices.Clone(c.Findings),
+		Files:    c.Files,
+	}
+	if inv.Findings == nil {
+		inv.Findings = []scheme.Finding{}
+	}
+	s := &inv.Summary
+	s.Files = len(c.Shards)
+	s.BytesByDType = map[string]uint64{}
+	s.BytesByFormat = map[string]uint64{}
+	s.BytesByKind = map[string]uint64{}
+	s.ParamsByFormat = map[string]uint64{}
+	roleOf := map[string][2]string{}
+	for _, m := range c.Modules {
+		for role, t := range m.Tensors {
+			roleOf[t] = [2]string{m.Name, role}
+		}
+		s.Modules++
+		if m.Quantized {
+			s.QuantizedModules++
+		}
+		s.Parameters += m.Parameters
+		addMaps(s.ParamsByFormat, m.ParametersByFormat())
+		s.BytesByFormat[m.Format] += m.Bytes
+		s.BytesByKind[m.Kind] += m.Bytes
+	}
+	for _, sh := range c.Shards {
+		s.HeaderBytes += uint64(sh.Header.DataStart())
+		for _, t := range sh.Header.Tensors {
+			if loc := c.location[t.Name]; loc.shard != sh {
+				continue // a duplicate, reported as a finding
+			}
+			s.Tensors++
+			s.Bytes += t.NBytes()
+			s.BytesByDType[t.DType.String()] += t.NBytes()
+			mr := roleOf[t.Name]
+			inv.Tensors = append(inv.Tensors, TensorEntry{Name: t.Name, File: sh.Path, DType: t.DType.String(), Shape: t.Shape,
+				DataOffsets: [2]uint64{t.Begin, t.End}, Module: mr[0], Role: mr[1]})
+		}
+	}
+	if s.Parameters > 0 {
+		s.BitsPerWeight = 8 * float64(s.Bytes) / float64(s.Parameters)
+	}
+	for _, f := range inv.Findings {
+		switch f.Severity {
+		case scheme.SeverityError:
+			s.Errors++
+		case scheme.SeverityWarning:
+			s.Warnings++
+		}
+	}
+	if st, ok := c.Source.(hub.StatsSource); ok {
+		inv.Fetch = st.Stats()
+	}
+	return inv
+}
+
+func addMaps(into, from map[string]uint64) {
+	for k, v := range from {
+		into[k] += v
+	}
+}

@@ -1,0 +1,196 @@
+// Package hub is where a checkpoint's bytes come from: a Source lists a
+// repo's files and reads them, whether they lie in a local directory, in one
+// local .safetensors file, or (over a Fetcher) on a Hugging Face hub.
+//
+// Everything above the Source sees only List, ReadFile and Open, so the same
+// inventory code runs on local files, natively over net/http, and in the
+// browser over fetch.
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// File is one file of a repo.
+type File struct {
+	Path string // slash-separated, relative to the repo root
+	Size int64
+}
+
+// Source is a checkpoint's files.
+type Source interface {
+	// Name says where the files are, for messages ("./dir", "org/name@main").
+	Name() string
+	// List returns every file of the repo, sorted by path.
+	List(ctx context.Context) ([]File, error)
+	// ReadFile reads a whole small file (a config), at most limit bytes; an
+	// absent file gives an error wrapping fs.ErrNotExist.
+	ReadFile(ctx context.Context, path string, limit int64) ([]byte, error)
+	// Open gives random access to a file and its size. A reader that is also
+	// an io.Closer is closed by whoever opened it.
+	Open(ctx context.Context, path string) (io.ReaderAt, int64, error)
+}
+
+// Stats is what reading a Source cost over the network.
+type Stats struct {
+	Requests int64 `json:"requests"` // HTTP requests sent, each redirect hop counted
+	Bytes    int64 `json:"bytes"`    // response body bytes received
+}
+
+// StatsSource is a Source that counts its traffic.
+type StatsSource interface {
+	Stats() Stats
+}
+
+// ErrTooLarge is wrapped when a config file exceeds the caller's limit.
+var ErrTooLarge = errors.New("file larger than the limit")
+
+// Dir is a repo in a local directory.
+type Dir struct{ Root string }
+
+// Name is the directory as given.
+func (d *Dir) Name() string { return d.Root }
+
+// List walks the directory, skipping hidden files and folders (.git, .cache).
+func (d *Dir) List(ctx context.Context) ([]File, error) {
+	var out []File
+	err := filepath.WalkDir(d.Root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if p != d.Root && strings.HasPrefix(e.Name(), ".") {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if e.IsDir() {
+			return nil
+		}
+		info, err := os.Stat(p) // follows symlinks, as the hub's LFS pointers resolve
+		if err != nil || !info.Mode().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(d.Root, p)
+		if err != nil {
+			return err
+		}
+		out = append(out, File{Path: filepath.ToSlash(rel), Size: info.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: listing: %w", d.Root, err)
+	}
+	slices.SortFunc(out, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+func (d *Dir) path(p string) (string, error) {
+	if !fs.ValidPath(p) {
+		return "", fmt.Errorf("%s: invalid path %q", d.Root, p)
+	}
+	return filepath.Join(d.Root, filepath.FromSlash(p)), nil
+}
+
+// ReadFile reads a small file of the directory.
+func (d *Dir) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
+	full, err := d.path(p)
+	if err != nil {
+		return nil, err
+	}
+	return readLimited(full, limit)
+}
+
+func readLimited(full string, limit int64) ([]byte, error) {
+	f, err := os.Open(full)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", full, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: %w (%d bytes)", full, ErrTooLarge, limit)
+	}
+	return b, nil
+}
+
+// Open opens a file of the directory; the reader is an *os.File, which the
+// caller closes (checkpoint.Checkpoint.Close does).
+func (d *Dir) Open(ctx context.Context, p string) (io.ReaderAt, int64, error) {
+	full, err := d.path(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	return openFile(full)
+}
+
+func openFile(full string) (io.ReaderAt, int64, error) {
+	f, err := os.Open(full)
+	if err != nil {
+		return nil, 0, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, info.Size(), nil
+}
+
+// SingleFile is one local .safetensors file seen as a repo holding only it.
+type SingleFile struct{ FilePath string }
+
+// Name is the file as given.
+func (s *SingleFile) Name() string { return s.FilePath }
+
+// List returns the one file.
+func (s *SingleFile) List(ctx context.Context) ([]File, error) {
+	info, err := os.Stat(s.FilePath)
+	if err != nil {
+		return nil, err
+	}
+	return []File{{Path: filepath.Base(s.FilePath), Size: info.Size()}}, nil
+}
+
+// ReadFile finds no config files beside a single file.
+func (s *SingleFile) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
+	if p == filepath.Base(s.FilePath) {
+		return readLimited(s.FilePath, limit)
+	}
+	return nil, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+}
+
+// Open opens the file.
+func (s *SingleFile) Open(ctx context.Context, p string) (io.ReaderAt, int64, error) {
+	if p != filepath.Base(s.FilePath) {
+		return nil, 0, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+	}
+	return openFile(s.FilePath)
+}
+
+// OpenLocal turns a local path into a Source: a directory is a repo, a file a
+// one-file repo.
+func OpenLocal(path string) (Source, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if info.IsDir() {
+		return &Dir{Root: path}, nil
+	}
+	return &SingleFile{FilePath: path}, nil
+}

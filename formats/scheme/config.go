@@ -1,0 +1,597 @@
+// Package scheme understands what a checkpoint's quantization is: it reads
+// config.json's quantization_config and ModelOpt's hf_quant_config.json into a
+// Scheme, groups safetensors tensors into modules (a linear layer's weight with
+// its scales, zero points and shape), decides each module's stored format from
+// its tensors and the config together, dequantizes a module, and checks the
+// compressed-tensors format rules.
+//
+// It works on header facts (names, dtypes, shapes) and reads tensor bytes only
+// through the small TensorReader interface, so it runs the same natively and
+// in the browser. It does not fetch anything and does not guess from a model's
+// name.
+package scheme
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Families of quantization a checkpoint can declare.
+const (
+	FamilyNone  = "none"
+	FamilyFP8   = "fp8"
+	FamilyNVFP4 = "nvfp4"
+	FamilyMXFP8 = "mxfp8"
+	FamilyMXFP4 = "mxfp4"
+	FamilyInt   = "int"
+	FamilyMixed = "mixed"
+)
+
+// QuantArgs is one quantization_config args block (weights, input_activations).
+type QuantArgs struct {
+	NumBits        int    `json:"num_bits"`
+	Type           string `json:"type,omitempty"` // int | float
+	Symmetric      bool   `json:"symmetric"`
+	Strategy       string `json:"strategy,omitempty"`
+	GroupSize      int    `json:"group_size,omitempty"`
+	BlockStructure []int  `json:"block_structure,omitempty"`
+	Dynamic        any    `json:"dynamic,omitempty"`
+	Actorder       any    `json:"actorder,omitempty"`
+}
+
+// ConfigGroup is one entry of compressed-tensors' config_groups.
+type ConfigGroup struct {
+	Name             string     `json:"name"`
+	Targets          []string   `json:"targets"`
+	Format           string     `json:"format,omitempty"`
+	Weights          *QuantArgs `json:"weights,omitempty"`
+	InputActivations *QuantArgs `json:"input_activations,omitempty"`
+}
+
+// LayerQuant is a ModelOpt MIXED_PRECISION per-layer entry.
+type LayerQuant struct {
+	QuantAlgo string `json:"quant_algo"`
+	GroupSize int    `json:"group_size,omitempty"`
+}
+
+// Scheme is what a checkpoint's config files declare.
+type Scheme struct {
+	Method           string                `json:"method"` // compressed-tensors | modelopt | fp8 | gptq | awq | mxfp4 | none | another declared quant_method
+	Family           string                `json:"family"`
+	Format           string                `json:"format,omitempty"`     // compressed-tensors format
+	QuantAlgo        string                `json:"quant_algo,omitempty"` // ModelOpt
+	Producer         string                `json:"producer,omitempty"`
+	Version          string                `json:"version,omitempty"`
+	Bits             int                   `json:"bits,omitempty"`
+	GroupSize        int                   `json:"group_size,omitempty"`
+	Symmetric        *bool                 `json:"symmetric,omitempty"`
+	CheckpointFormat string                `json:"checkpoint_format,omitempty"` // gptq | gptq_v2
+	DescAct          bool                  `json:"desc_act,omitempty"`
+	FP8Format        string                `json:"fp8_format,omitempty"` // e4m3 | e5m2 | ...
+	WeightBlockSize  []int                 `json:"weight_block_size,omitempty"`
+	ActivationScheme string                `json:"activation_scheme,omitempty"`
+	InverseFP8Scales bool                  `json:"inverse_fp8_scales,omitempty"` // GPT-QModel's own FP8 export: w = q / scale_inv
+	Groups           []ConfigGroup         `json:"config_groups,omitempty"`
+	Ignore           []string              `json:"ignore,omitempty"`          // compressed-tensors ignore, modules_to_not_convert
+	ExcludeModules   []string              `json:"exclude_modules,omitempty"` // ModelOpt fnmatch wildcards
+	QuantizedLayers  map[string]LayerQuant `json:"quantized_layers,omitempty"`
+	KVCache          string                `json:"kv_cache,omitempty"`
+	DeclaredIn       []string              `json:"declared_in,omitempty"` // config.json, hf_quant_config.json
+}
+
+// ConfigError is a config file that cannot be read as the shape its producer writes.
+type ConfigError struct {
+	File  string
+	Field string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s: rule config: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("%s: field %s: rule config: %s", e.File, e.Field, e.Msg)
+}
+
+// UnsupportedError is valid config naming a method quantscope does not read yet.
+type UnsupportedError struct{ Method string }
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("quantization method %q is not supported yet", e.Method)
+}
+
+// obj is a decoded JSON object with typed getters that record the first error.
+type obj struct {
+	m    map[string]any
+	file string
+	path string
+	err  *ConfigError
+}
+
+func (o *obj) fail(key, msg string) {
+	if o.err == nil {
+		o.err = &ConfigError{File: o.file, Field: o.path + key, Msg: msg}
+	}
+}
+
+func (o *obj) str(key string) string {
+	v, ok := o.m[key]
+	if !ok || v == nil {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		o.fail(key, fmt.Sprintf("want a string, found %s", jsonKind(v)))
+	}
+	return s
+}
+
+func (o *obj) integer(key string) int {
+	v, ok := o.m[key]
+	if !ok || v == nil {
+		return 0
+	}
+	f, ok := v.(float64)
+	if !ok || f != float64(int(f)) {
+		o.fail(key, fmt.Sprintf("want an integer, found %s", jsonKind(v)))
+		return 0
+	}
+	return int(f)
+}
+
+func (o *obj) boolean(key string) (bool, bool) {
+	v, ok := o.m[key]
+	if !ok || v == nil {
+		return false, false
+	}
+	b, ok := v.(bool)
+	if !ok {
+		o.fail(key, fmt.Sprintf("want true or false, found %s", jsonKind(v)))
+	}
+	return b, ok
+}
+
+func (o *obj) strs(key string) []string {
+	v, ok := o.m[key]
+	if !ok || v == nil {
+		return nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		o.fail(key, fmt.Sprintf("want a list of strings, found %s", jsonKind(v)))
+		return nil
+	}
+	out := make([]string, 0, len(a))
+	for _, x := range a {
+		s, ok := x.(string)
+		if !ok {
+			o.fail(key, "want a list of strings, found "+jsonKind(x)+" in it")
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (o *obj) ints(key string) []int {
+	v, ok := o.m[key]
+	if !ok || v == nil {
+		return nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		o.fail(key, "want a list of integers, found "+jsonKind(v))
+		return nil
+	}
+	out := make([]int, 0, len(a))
+	for _, x := range a {
+		f, ok := x.(float64)
+		if !ok || f != float64(int(f)) {
+			o.fail(key, "want a list of integers")
+			return nil
+		}
+		out = append(out, int(f))
+	}
+	return out
+}
+
+func (o *obj) sub(key string) *obj {
+	v, ok := o.m[key]
+	if !ok || v == nil {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		o.fail(key, "want an object, found "+jsonKind(v))
+		return nil
+	}
+	return &obj{m: m, file: o.file, path: o.path + key + ".", err: nil}
+}
+
+// adopt carries a child's error up.
+func (o *obj) adopt(c *obj) {
+	if c != nil && c.err != nil && o.err == nil {
+		o.err = c.err
+	}
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return "a value"
+}
+
+// maxConfigBytes bounds the config files read; real ones are a few KB to a few MB.
+const maxConfigBytes = 64 << 20
+
+func decodeObject(file string, b []byte) (*obj, error) {
+	if len(b) > maxConfigBytes {
+		return nil, &ConfigError{File: file, Msg: fmt.Sprintf("%d bytes is larger than the %d-byte limit for a config file", len(b), maxConfigBytes)}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, &ConfigError{File: file, Msg: "not a JSON object: " + err.Error()}
+	}
+	if m == nil {
+		return nil, &ConfigError{File: file, Msg: "not a JSON object: null"}
+	}
+	return &obj{m: m, file: file}, nil
+}
+
+// Detect reads the quantization scheme from config.json and hf_quant_config.json
+// (either may be nil when the repo has no such file).
+func Detect(configJSON, hfQuantJSON []byte) (*Scheme, error) {
+	s := &Scheme{Method: "none", Family: FamilyNone}
+	if hfQuantJSON != nil {
+		top, err := decodeObject("hf_quant_config.json", hfQuantJSON)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.readModelOpt(top); err != nil {
+			return nil, err
+		}
+		s.DeclaredIn = append(s.DeclaredIn, "hf_quant_config.json")
+	}
+	if configJSON != nil {
+		top, err := decodeObject("config.json", configJSON)
+		if err != nil {
+			return nil, err
+		}
+		qc := top.sub("quantization_config")
+		if top.err != nil {
+			return nil, top.err
+		}
+		if qc == nil {
+			qc = top.sub("compression_config") // older compressed-tensors exports
+			if top.err != nil {
+				return nil, top.err
+			}
+		}
+		if qc != nil {
+			s.DeclaredIn = append(s.DeclaredIn, "config.json")
+			if err := s.readQuantizationConfig(qc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// readModelOpt reads hf_quant_config.json, or a quantization_config of
+// quant_method modelopt, in the nested {"quantization": {...}} or flat shape.
+func (s *Scheme) readModelOpt(top *obj) error {
+	q := top
+	if nested := top.sub("quantization"); nested != nil {
+		q = nested
+	}
+	if p := top.sub("producer"); p != nil {
+		name, ver := p.str("name"), p.str("version")
+		s.Producer = strings.TrimSpace(name + " " + ver)
+		top.adopt(p)
+	}
+	if top.err != nil {
+		return top.err
+	}
+	algo := q.str("quant_algo")
+	if s.Method == "modelopt" && algo == "" {
+		return nil // the other file already said it
+	}
+	s.Method = "modelopt"
+	s.QuantAlgo = strings.ToUpper(algo)
+	if g := q.integer("group_size"); g != 0 {
+		s.GroupSize = g
+	}
+	if ex := q.strs("exclude_modules"); ex != nil {
+		s.ExcludeModules = ex
+	}
+	if kv := q.str("kv_cache_quant_algo"); kv != "" {
+		s.KVCache = kv
+	}
+	if ql := q.sub("quantized_layers"); ql != nil {
+		s.QuantizedLayers = map[string]LayerQuant{}
+		for name := range ql.m {
+			l := ql.sub(name)
+			if l == nil {
+				ql.fail(name, "want an object")
+				break
+			}
+			s.QuantizedLayers[name] = LayerQuant{QuantAlgo: strings.ToUpper(l.str("quant_algo")), GroupSize: l.integer("group_size")}
+			ql.adopt(l)
+		}
+		q.adopt(ql)
+	}
+	if q.err != nil {
+		return q.err
+	}
+	switch s.QuantAlgo {
+	case "NVFP4", "NVFP4_AWQ", "W4A16_NVFP4", "W4A8_NVFP4_FP8":
+		s.Family = FamilyNVFP4
+		if s.GroupSize == 0 {
+			s.GroupSize = 16
+		}
+	case "FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO":
+		s.Family = FamilyFP8
+	case "MXFP8":
+		s.Family = FamilyMXFP8
+	case "W4A16_AWQ", "W4A8_AWQ", "INT4_AWQ", "INT8_SQ", "W8A8_SQ":
+		s.Family = FamilyInt
+	case "MIXED_PRECISION":
+		s.Family = FamilyMixed
+	case "":
+		return &ConfigError{File: q.file, Field: q.path + "quant_algo", Msg: "ModelOpt config without quant_algo"}
+	default:
+		return &UnsupportedError{Method: "modelopt " + s.QuantAlgo}
+	}
+	return nil
+}
+
+func (s *Scheme) readQuantizationConfig(qc *obj) error {
+	method := strings.ToLower(qc.str("quant_method"))
+	if qc.err != nil {
+		return qc.err
+	}
+	switch method {
+	case "modelopt":
+		return s.readModelOpt(qc)
+	case "compressed-tensors", "compressed_tensors", "":
+		if method == "" && qc.m["config_groups"] == nil && qc.m["format"] == nil {
+			return &ConfigError{File: qc.file, Field: "quantization_config.quant_method", Msg: "quantization_config without a quant_method"}
+		}
+		return s.readCompressedTensors(qc)
+	case "fp8":
+		s.Method = "fp8"
+		s.Family = FamilyFP8
+		fmtName := qc.str("fmt")
+		s.FP8Format = normalizeFP8(fmtName)
+		if fmtName == "" {
+			s.FP8Format = "e4m3"
+		}
+		s.ActivationScheme = qc.str("activation_scheme")
+		s.WeightBlockSize = qc.ints("weight_block_size")
+		s.Ignore = append(qc.strs("modules_to_not_convert"), qc.strs("ignored_layers")...)
+		if q := strings.ToLower(qc.str("quantizer")); strings.Contains(q, "gptqmodel") {
+			s.InverseFP8Scales = true
+		}
+		if qc.err != nil {
+			return qc.err
+		}
+		if s.FP8Format == "" {
+			return &ConfigError{File: qc.file, Field: "quantization_config.fmt", Msg: fmt.Sprintf("unknown FP8 format %q", fmtName)}
+		}
+		if b := s.WeightBlockSize; b != nil && (len(b) != 2 || b[0] <= 0 || b[1] <= 0) {
+			return &ConfigError{File: qc.file, Field: "quantization_config.weight_block_size", Msg: fmt.Sprintf("want two positive integers, found %v", b)}
+		}
+		return nil
+	case "gptq", "awq":
+		s.Method = method
+		s.Family = FamilyInt
+		s.Bits = qc.integer("bits")
+		s.GroupSize = qc.integer("group_size")
+		if sym, ok := qc.boolean("sym"); ok {
+			s.Symmetric = &sym
+		}
+		s.DescAct, _ = qc.boolean("desc_act")
+		s.CheckpointFormat = strings.ToLower(qc.str("checkpoint_format"))
+		if method == "gptq" && s.CheckpointFormat == "" {
+			s.CheckpointFormat = "gptq"
+		}
+		if method == "awq" {
+			if s.Bits == 0 {
+				s.Bits = qc.integer("w_bit")
+			}
+			if s.GroupSize == 0 {
+				s.GroupSize = qc.integer("q_group_size")
+			}
+			if s.Format = strings.ToLower(qc.str("version")); s.Format == "" {
+				s.Format = "gemm"
+			}
+		}
+		s.Ignore = qc.strs("modules_to_not_convert")
+		if qc.err != nil {
+			return qc.err
+		}
+		if s.Bits != 2 && s.Bits != 3 && s.Bits != 4 && s.Bits != 8 {
+			return &ConfigError{File: qc.file, Field: "quantization_config.bits", Msg: fmt.Sprintf("%s bits must be 2, 3, 4 or 8, found %d", method, s.Bits)}
+		}
+		return nil
+	case "mxfp4":
+		s.Method = "mxfp4"
+		s.Family = FamilyMXFP4
+		s.GroupSize = 32
+		s.Ignore = qc.strs("modules_to_not_convert")
+		return nilIfNone(qc.err)
+	}
+	return &UnsupportedError{Method: method}
+}
+
+func nilIfNone(e *ConfigError) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+func (s *Scheme) readCompressedTensors(qc *obj) error {
+	s.Method = "compressed-tensors"
+	s.Format = strings.ToLower(qc.str("format"))
+	s.Version = qc.str("version")
+	s.Ignore = qc.strs("ignore")
+	if kv := qc.sub("kv_cache_scheme"); kv != nil {
+		s.KVCache = fmt.Sprintf("%s%d", kv.str("type"), kv.integer("num_bits"))
+		qc.adopt(kv)
+	}
+	groups := qc.sub("config_groups")
+	if qc.err != nil {
+		return qc.err
+	}
+	if groups != nil {
+		names := make([]string, 0, len(groups.m))
+		for n := range groups.m {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			g := groups.sub(n)
+			if g == nil {
+				return &ConfigError{File: qc.file, Field: "quantization_config.config_groups." + n, Msg: "want an object"}
+			}
+			cg := ConfigGroup{Name: n, Targets: g.strs("targets"), Format: strings.ToLower(g.str("format"))}
+			cg.Weights = readArgs(g, "weights")
+			cg.InputActivations = readArgs(g, "input_activations")
+			if g.err != nil {
+				return g.err
+			}
+			if w := cg.Weights; w != nil && w.Type == "int" && (w.NumBits < 1 || w.NumBits > 8) {
+				return &ConfigError{File: qc.file, Field: g.path + "weights.num_bits", Msg: fmt.Sprintf("rule CT-001: pack-quantized num_bits must be in 1..8, found %d", w.NumBits)}
+			}
+			s.Groups = append(s.Groups, cg)
+		}
+	}
+	s.Family = ctFamily(s.Format, s.Groups)
+	if len(s.Groups) > 0 && s.Groups[0].Weights != nil {
+		w := s.Groups[0].Weights
+		s.Bits, s.GroupSize = w.NumBits, w.GroupSize
+		sym := w.Symmetric
+		s.Symmetric = &sym
+	}
+	return nil
+}
+
+func readArgs(g *obj, key string) *QuantArgs {
+	a := g.sub(key)
+	if a == nil {
+		return nil
+	}
+	qa := &QuantArgs{
+		NumBits:        a.integer("num_bits"),
+		Type:           strings.ToLower(a.str("type")),
+		Strategy:       strings.ToLower(a.str("strategy")),
+		GroupSize:      a.integer("group_size"),
+		BlockStructure: a.ints("block_structure"),
+		Dynamic:        a.m["dynamic"],
+		Actorder:       a.m["actorder"],
+	}
+	qa.Symmetric, _ = a.boolean("symmetric")
+	if qa.Type == "" {
+		qa.Type = "int"
+	}
+	switch qa.Strategy {
+	case "", "tensor", "channel", "group", "block", "token", "tensor_group", "attn_head":
+	default:
+		a.fail("strategy", fmt.Sprintf("unknown strategy %q", qa.Strategy))
+	}
+	g.adopt(a)
+	return qa
+}
+
+// ctFamily decides the family of a compressed-tensors config from its
+// format, or from the groups' formats and weight args for mixed-precision.
+func ctFamily(format string, groups []ConfigGroup) string {
+	switch format {
+	case "nvfp4-pack-quantized":
+		return FamilyNVFP4
+	case "mxfp4-pack-quantized":
+		return FamilyMXFP4
+	case "mxfp8-quantized":
+		return FamilyMXFP8
+	case "float-quantized":
+		return FamilyFP8
+	case "pack-quantized", "int-quantized", "naive-quantized", "marlin-24":
+		return FamilyInt
+	}
+	seen := map[string]bool{}
+	for _, g := range groups {
+		f := g.Format
+		if f == "" || f == "mixed-precision" {
+			f = argsFormat(g.Weights)
+		}
+		if fam := ctFamily(f, nil); fam != FamilyNone && fam != FamilyMixed {
+			seen[fam] = true
+		}
+	}
+	switch len(seen) {
+	case 0:
+		return FamilyNone
+	case 1:
+		for f := range seen {
+			return f
+		}
+	}
+	return FamilyMixed
+}
+
+// argsFormat is the compressed-tensors format implied by weight args alone.
+func argsFormat(w *QuantArgs) string {
+	if w == nil {
+		return ""
+	}
+	if w.Type == "float" {
+		switch {
+		case w.NumBits == 4 && w.GroupSize == 32:
+			return "mxfp4-pack-quantized"
+		case w.NumBits == 4:
+			return "nvfp4-pack-quantized"
+		case w.NumBits == 8:
+			return "float-quantized"
+		}
+		return ""
+	}
+	if w.NumBits == 8 {
+		return "int-quantized"
+	}
+	return "pack-quantized"
+}
+
+// normalizeFP8 maps the FP8 format spellings people write to one name.
+func normalizeFP8(s string) string {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "e4m3", "float8_e4m3", "float8_e4m3fn", "e4m3fn", "f8_e4m3", "fp8_e4m3":
+		return "e4m3"
+	case "e5m2", "float8_e5m2", "f8_e5m2", "fp8_e5m2":
+		return "e5m2"
+	case "e4m3fnuz", "float8_e4m3fnuz", "f8_e4m3fnuz":
+		return "e4m3fnuz"
+	case "e5m2fnuz", "float8_e5m2fnuz", "f8_e5m2fnuz":
+		return "e5m2fnuz"
+	case "e8m0", "e8m0fnu", "float8_e8m0fnu", "f8_e8m0":
+		return "e8m0"
+	}
+	return ""
+}
+
+// NormalizeFP8Format exposes the alias table: "" when s is not an FP8 format.
+func NormalizeFP8Format(s string) string { return normalizeFP8(s) }

@@ -1,0 +1,589 @@
+package scheme
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/quantscope/quantscope/formats/numeric"
+	"github.com/quantscope/quantscope/formats/packing"
+)
+
+// TensorReader gives the bytes of tensors by name.
+type TensorReader interface {
+	// ReadTensor returns n bytes at offset off within the tensor's data.
+	ReadTensor(name string, off, n int64) ([]byte, error)
+}
+
+// DequantError is a module whose tensors cannot be dequantized as stored.
+type DequantError struct {
+	Module, Tensor, Rule, Msg string
+}
+
+func (e *DequantError) Error() string {
+	s := fmt.Sprintf("module %q", e.Module)
+	if e.Tensor != "" {
+		s += fmt.Sprintf(": tensor %q", e.Tensor)
+	}
+	return s + ": rule " + e.Rule + ": " + e.Msg
+}
+
+// Matrix2D is the module's logical weight viewed as rows × cols: the last
+// dimension is cols, every other dimension folds into rows (MoE experts stack).
+func (m *Module) Matrix2D() (rows, cols uint64) {
+	if len(m.WeightShape) == 0 {
+		return 1, 1
+	}
+	rows = 1
+	for _, d := range m.WeightShape[:len(m.WeightShape)-1] {
+		rows *= d
+	}
+	return rows, m.WeightShape[len(m.WeightShape)-1]
+}
+
+// maxDequantElems bounds one Dequantize call (4 GiB of float32).
+const maxDequantElems = 1 << 30
+
+// Dequantize returns rows [lo, hi) of the module's logical weight as float32,
+// row-major, cols values a row. It reads only the bytes those rows need,
+// except for layouts packed along the input dimension (GPTQ, AWQ), where every
+// row shares each stored word and the whole tensors are read.
+func Dequantize(m *Module, r TensorReader, lo, hi int) ([]float32, error) {
+	rows, cols := m.Matrix2D()
+	if m.Format == FormatNone {
+		return nil, &DequantError{Module: m.Name, Rule: "no-weight", Msg: "module has no weight to decode"}
+	}
+	if lo < 0 || hi < lo || uint64(hi) > rows {
+		return nil, &DequantError{Module: m.Name, Rule: "rows", Msg: fmt.Sprintf("rows %d:%d outside 0:%d", lo, hi, rows)}
+	}
+	if uint64(hi-lo)*cols > maxDequantElems {
+		return nil, &DequantError{Module: m.Name, Rule: "rows", Msg: fmt.Sprintf("%d rows of %d values exceed the %d-value limit of one call; ask for fewer rows", hi-lo, cols, maxDequantElems)}
+	}
+	d := &dq{m: m, r: r, lo: lo, hi: hi, rows: int(rows), cols: int(cols)}
+	switch {
+	case m.Layout == LayoutUnquantized:
+		return d.dense()
+	case m.Format == FormatNVFP4:
+		return d.nvfp4()
+	case m.Format == FormatMXFP4:
+		return d.mxfp4()
+	case m.Format == FormatMXFP8 || m.Format == FormatFP8 || m.Layout == LayoutIntChannel:
+		return d.scaled()
+	case m.Layout == LayoutCTPack:
+		return d.ctPack()
+	case m.Layout == LayoutGPTQ || m.Layout == LayoutGPTQv2:
+		return d.gptq()
+	case m.Layout == LayoutAWQ:
+		return d.awq()
+	}
+	return nil, &DequantError{Module: m.Name, Rule: "format", Msg: fmt.Sprintf("no decoder for format %s layout %s", m.Format, m.Layout)}
+}
+
+type dq struct {
+	m          *Module
+	r          TensorReader
+	lo, hi     int
+	rows, cols int
+}
+
+func (d *dq) fail(t *TensorInfo, rule, msg string) error {
+	name := ""
+	if t != nil {
+		name = t.Name
+	}
+	return &DequantError{Module: d.m.Name, Tensor: name, Rule: rule, Msg: msg}
+}
+
+func (d *dq) need(role string) (*TensorInfo, error) {
+	t, ok := d.m.infos[role]
+	if !ok {
+		return nil, &DequantError{Module: d.m.Name, Rule: "scale-missing", Msg: fmt.Sprintf("no %s tensor", role)}
+	}
+	return t, nil
+}
+
+// rowBytes reads rows [lo, hi) of a tensor whose rows each take rowLen bytes.
+func (d *dq) rowBytes(t *TensorInfo, rowLen, lo, hi int) ([]byte, error) {
+	if uint64(hi)*uint64(rowLen) > t.NBytes {
+		return nil, d.fail(t, "tensor-size", fmt.Sprintf("needs %d bytes for %d rows, holds %d", uint64(hi)*uint64(rowLen), hi, t.NBytes))
+	}
+	return d.r.ReadTensor(t.Name, int64(lo)*int64(rowLen), int64(hi-lo)*int64(rowLen))
+}
+
+func (d *dq) all(t *TensorInfo) ([]byte, error) { return d.r.ReadTensor(t.Name, 0, int64(t.NBytes)) }
+
+func (d *dq) floats(t *TensorInfo, b []byte) ([]float32, error) {
+	v, err := numeric.Decode(t.DType, b)
+	if err != nil {
+		return nil, d.fail(t, "dtype", err.Error())
+	}
+	return v, nil
+}
+
+// scalar reads a one-element tensor (weight_scale_2, weight_global_scale).
+func (d *dq) scalar(t *TensorInfo) (float32, error) {
+	if t.elements() != 1 {
+		return 0, d.fail(t, "scale-shape", fmt.Sprintf("want one value, shape is %v", t.Shape))
+	}
+	b, err := d.all(t)
+	if err != nil {
+		return 0, err
+	}
+	v, err := d.floats(t, b)
+	if err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+func (d *dq) dense() ([]float32, error) {
+	w, err := d.weightInfo()
+	if err != nil {
+		return nil, err
+	}
+	if w.DType.Bits()%8 != 0 {
+		return nil, d.fail(w, "dtype", fmt.Sprintf("no row decoder for %s", w.DType))
+	}
+	eb := int(w.DType.Bits() / 8)
+	b, err := d.rowBytes(w, d.cols*eb, d.lo, d.hi)
+	if err != nil {
+		return nil, err
+	}
+	return d.floats(w, b)
+}
+
+func (d *dq) weightInfo() (*TensorInfo, error) {
+	for _, role := range []string{"weight", "weight_packed", "tensor"} {
+		if t, ok := d.m.infos[role]; ok {
+			return t, nil
+		}
+	}
+	return nil, d.fail(nil, "no-weight", "module has no weight tensor")
+}
+
+// grid is a scale tensor laid over the weight: the scale of element (r, c) is
+// vals[(r/rowDiv − base)·cols + c/colDiv].
+type grid struct {
+	vals           []float32
+	cols           int
+	rowDiv, colDiv int
+	base           int
+}
+
+func (g *grid) at(r, c int) float32 { return g.vals[(r/g.rowDiv-g.base)*g.cols+c/g.colDiv] }
+
+// scaleGrid reads the part of a scale tensor that covers weight rows [lo, hi).
+// Its shape decides the layout: one value (tensor), one a row (channel),
+// [rows, G] (groups of ceil(cols/G)), or [R, C] with R < rows (blocks).
+// block, when set, is the declared block size (a partial last block makes
+// the shape alone ambiguous).
+func (d *dq) scaleGrid(t *TensorInfo, groupCols int, block [2]int) (*grid, error) {
+	n := t.elements()
+	if n == 0 {
+		return nil, d.fail(t, "scale-shape", "empty scale tensor")
+	}
+	if n == 1 {
+		v, err := d.scalar(t)
+		if err != nil {
+			return nil, err
+		}
+		return &grid{vals: []float32{v}, cols: 1, rowDiv: d.rows + 1, colDiv: d.cols + 1}, nil
+	}
+	eb := int(max(t.DType.Bits()/8, 1))
+	sRows, sCols := uint64(1), n
+	if len(t.Shape) >= 2 {
+		sCols = t.Shape[len(t.Shape)-1]
+		sRows = n / sCols
+	} else if n == uint64(d.rows) {
+		sRows, sCols = n, 1
+	}
+	if sRows == 0 || sCols == 0 || sRows > uint64(d.rows) || sCols > uint64(d.cols) {
+		return nil, d.fail(t, "scale-shape", fmt.Sprintf("scale shape %v does not fit weight [%d, %d]", t.Shape, d.rows, d.cols))
+	}
+	g := &grid{cols: int(sCols)}
+	g.rowDiv = int((uint64(d.rows) + sRows - 1) / sRows)
+	g.colDiv = int((uint64(d.cols) + sCols - 1) / sCols)
+	if block[0] > 0 && block[1] > 0 {
+		g.rowDiv, g.colDiv = block[0], block[1]
+		if uint64((d.cols+g.colDiv-1)/g.colDiv) != sCols {
+			return nil, d.fail(t, "scale-shape", fmt.Sprintf("scale shape %v does not tile weight [%d, %d] in %d×%d blocks", t.Shape, d.rows, d.cols, block[0], block[1]))
+		}
+	}
+	if groupCols > 0 && g.colDiv != groupCols {
+		return nil, d.fail(t, "scale-shape", fmt.Sprintf("scale shape %v gives groups of %d values, the format uses %d", t.Shape, g.colDiv, groupCols))
+	}
+	if uint64((d.rows+g.rowDiv-1)/g.rowDiv) != sRows {
+		return nil, d.fail(t, "scale-shape", fmt.Sprintf("scale shape %v does not tile weight [%d, %d] in %d×%d blocks", t.Shape, d.rows, d.cols, g.rowDiv, g.colDiv))
+	}
+	if d.hi == d.lo {
+		return g, nil
+	}
+	g.base = d.lo / g.rowDiv
+	top := (d.hi-1)/g.rowDiv + 1
+	b, err := d.rowBytes(t, int(sCols)*eb, g.base, top)
+	if err != nil {
+		return nil, err
+	}
+	if g.vals, err = d.floats(t, b); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (d *dq) nvfp4() ([]float32, error) {
+	w, err := d.weightInfo()
+	if err != nil {
+		return nil, err
+	}
+	if d.cols%16 != 0 {
+		return nil, d.fail(w, "nvfp4-shape", fmt.Sprintf("%d columns are not a multiple of the 16-value block", d.cols))
+	}
+	sc, err := d.need("weight_scale")
+	if err != nil {
+		return nil, err
+	}
+	global := float32(1)
+	if t, ok := d.m.infos["weight_scale_2"]; ok {
+		if global, err = d.scalar(t); err != nil {
+			return nil, err
+		}
+	} else if t, ok := d.m.infos["weight_global_scale"]; ok {
+		gs, err := d.scalar(t)
+		if err != nil {
+			return nil, err
+		}
+		if gs == 0 {
+			return nil, d.fail(t, "scale-value", "weight_global_scale is 0")
+		}
+		global = 1 / gs
+	}
+	g, err := d.scaleGrid(sc, 16, [2]int{})
+	if err != nil {
+		return nil, err
+	}
+	packed, err := d.rowBytes(w, d.cols/2, d.lo, d.hi)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, (d.hi-d.lo)*d.cols)
+	blocks := d.cols / 16
+	if g.rowDiv != 1 || g.cols != blocks {
+		return nil, d.fail(sc, "scale-shape", fmt.Sprintf("NVFP4 wants one scale per row and 16 values, shape is %v", sc.Shape))
+	}
+	for i := range g.vals {
+		g.vals[i] *= global
+	}
+	for r := range d.hi - d.lo {
+		numeric.DecodeE2M1Blocks(out[r*d.cols:(r+1)*d.cols], packed[r*d.cols/2:(r+1)*d.cols/2], g.vals[r*blocks:(r+1)*blocks], 16)
+	}
+	return out, nil
+}
+
+func (d *dq) mxfp4() ([]float32, error) {
+	var w, sc *TensorInfo
+	var err error
+	if d.m.Layout == LayoutGPTOSS {
+		if w, err = d.need("blocks"); err != nil {
+			return nil, err
+		}
+		if sc, err = d.need("mx_scales"); err != nil {
+			return nil, err
+		}
+	} else {
+		if w, err = d.weightInfo(); err != nil {
+			return nil, err
+		}
+		if sc, err = d.need("weight_scale"); err != nil {
+			return nil, err
+		}
+	}
+	if d.cols%32 != 0 {
+		return nil, d.fail(w, "mxfp4-shape", fmt.Sprintf("%d columns are not a multiple of the 32-value block", d.cols))
+	}
+	groups := d.cols / 32
+	if sc.elements() != uint64(d.rows*groups) {
+		return nil, d.fail(sc, "scale-shape", fmt.Sprintf("want %d scales (%d rows × %d blocks), shape is %v", d.rows*groups, d.rows, groups, sc.Shape))
+	}
+	blocks, err := d.rowBytes(w, d.cols/2, d.lo, d.hi)
+	if err != nil {
+		return nil, err
+	}
+	scales, err := d.rowBytes(sc, groups, d.lo, d.hi)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, (d.hi-d.lo)*d.cols)
+	if err := packing.DecodeMXFP4(out, blocks, scales); err != nil {
+		return nil, d.fail(w, "mxfp4", err.Error())
+	}
+	return out, nil
+}
+
+// scaled covers FP8 (tensor, channel, group, block), MXFP8 and int8 weights:
+// decode the codes, then multiply (or divide) by the scale grid.
+func (d *dq) scaled() ([]float32, error) {
+	w, err := d.weightInfo()
+	if err != nil {
+		return nil, err
+	}
+	sc, ok := d.m.infos["weight_scale"]
+	if !ok {
+		sc, ok = d.m.infos["weight_scale_inv"]
+	}
+	if !ok {
+		return nil, d.fail(w, "scale-missing", "quantized weight has neither weight_scale nor weight_scale_inv")
+	}
+	groupCols := 0
+	if d.m.Format == FormatMXFP8 {
+		groupCols = 32
+	}
+	g, err := d.scaleGrid(sc, groupCols, d.m.Block)
+	if err != nil {
+		return nil, err
+	}
+	b, err := d.rowBytes(w, d.cols, d.lo, d.hi)
+	if err != nil {
+		return nil, err
+	}
+	q, err := d.floats(w, b)
+	if err != nil {
+		return nil, err
+	}
+	var zp *grid
+	if z, ok := d.m.infos["weight_zero_point"]; ok && d.m.Layout == LayoutIntChannel {
+		if zp, err = d.scaleGrid(z, 0, [2]int{}); err != nil {
+			return nil, err
+		}
+	}
+	for r := d.lo; r < d.hi; r++ {
+		row := q[(r-d.lo)*d.cols : (r-d.lo+1)*d.cols]
+		for c := range row {
+			s := g.at(r, c)
+			v := row[c]
+			if zp != nil {
+				v -= zp.at(r, c)
+			}
+			if d.m.InverseScale {
+				row[c] = v / s
+			} else {
+				row[c] = v * s
+			}
+		}
+	}
+	return q, nil
+}
+
+// groupOf maps input column i to its scale group: g_idx when stored, else i/size.
+func (d *dq) groupIndex(role string, in, groups, size int) ([]int32, error) {
+	idx := make([]int32, in)
+	if t, ok := d.m.infos[role]; ok {
+		if t.elements() != uint64(in) {
+			return nil, d.fail(t, "g_idx", fmt.Sprintf("has %d entries for %d input columns", t.elements(), in))
+		}
+		b, err := d.all(t)
+		if err != nil {
+			return nil, err
+		}
+		v, err := d.floats(t, b)
+		if err != nil {
+			return nil, err
+		}
+		for i, x := range v {
+			if x < 0 || int(x) >= groups || x != float32(math.Trunc(float64(x))) {
+				return nil, d.fail(t, "g_idx", fmt.Sprintf("entry %d is %v, outside 0..%d", i, x, groups-1))
+			}
+			idx[i] = int32(x)
+		}
+		return idx, nil
+	}
+	if size <= 0 {
+		size = (in + groups - 1) / groups
+	}
+	for i := range idx {
+		idx[i] = int32(min(i/max(size, 1), groups-1))
+	}
+	return idx, nil
+}
+
+func (d *dq) ctPack() ([]float32, error) {
+	w, err := d.weightInfo()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := d.need("weight_scale")
+	if err != nil {
+		return nil, err
+	}
+	bits, l := d.m.Bits, d.m.packLayout
+	p := packing.CTWordsPerRow(d.cols, bits, l)
+	if p == 0 || len(w.Shape) == 0 || w.Shape[len(w.Shape)-1] != uint64(p) {
+		return nil, d.fail(w, "CT-004", fmt.Sprintf("packed width %v does not hold %d values of %d bits (%s wants %d words a row)", w.Shape, d.cols, bits, l, p))
+	}
+	b, err := d.rowBytes(w, 4*p, d.lo, d.hi)
+	if err != nil {
+		return nil, err
+	}
+	codes := make([]int8, (d.hi-d.lo)*d.cols)
+	if err := packing.UnpackCT(codes, b, d.hi-d.lo, d.cols, bits, l); err != nil {
+		return nil, d.fail(w, "CT-003", err.Error())
+	}
+	// Scales are [rows, groups] (or [rows, 1] per channel).
+	sRows, groups := uint64(d.rows), uint64(1)
+	if len(sc.Shape) >= 2 {
+		groups = sc.Shape[len(sc.Shape)-1]
+		sRows = sc.elements() / max(groups, 1)
+	}
+	if sRows != uint64(d.rows) || groups == 0 {
+		return nil, d.fail(sc, "scale-shape", fmt.Sprintf("want [%d, groups], shape is %v", d.rows, sc.Shape))
+	}
+	eb := int(sc.DType.Bits() / 8)
+	sb, err := d.rowBytes(sc, int(groups)*eb, d.lo, d.hi)
+	if err != nil {
+		return nil, err
+	}
+	scales, err := d.floats(sc, sb)
+	if err != nil {
+		return nil, err
+	}
+	var zeros []int8
+	if z, ok := d.m.infos["weight_zero_point"]; ok {
+		zb, err := d.all(z)
+		if err != nil {
+			return nil, err
+		}
+		zeros = make([]int8, d.rows*int(groups))
+		if err := packing.UnpackCTDim0(zeros, zb, d.rows, int(groups), bits, l); err != nil {
+			return nil, d.fail(z, "CT-003", err.Error())
+		}
+	}
+	gi, err := d.groupIndex("weight_g_idx", d.cols, int(groups), d.m.GroupSize)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(codes))
+	for r := d.lo; r < d.hi; r++ {
+		k := r - d.lo
+		for c := range d.cols {
+			g := int(gi[c])
+			q := float32(codes[k*d.cols+c])
+			if zeros != nil {
+				q -= float32(zeros[r*int(groups)+g])
+			}
+			out[k*d.cols+c] = q * scales[k*int(groups)+g]
+		}
+	}
+	return out, nil
+}
+
+// intMatrix reads GPTQ/AWQ's scales and the unsigned zero-point codes, both [groups, out].
+func (d *dq) scalesAndZeros(unpackZeros func(dst []uint8, b []byte, groups int) error) (scales []float32, zeros []uint8, groups int, err error) {
+	sc, err := d.need("scales")
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	out := d.rows
+	if len(sc.Shape) != 2 || sc.Shape[1] != uint64(out) || sc.Shape[0] == 0 {
+		return nil, nil, 0, d.fail(sc, "scale-shape", fmt.Sprintf("want [groups, %d], shape is %v", out, sc.Shape))
+	}
+	groups = int(sc.Shape[0])
+	sb, err := d.all(sc)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if scales, err = d.floats(sc, sb); err != nil {
+		return nil, nil, 0, err
+	}
+	if z, ok := d.m.infos["qzeros"]; ok {
+		zb, err := d.all(z)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		zeros = make([]uint8, groups*out)
+		if err := unpackZeros(zeros, zb, groups); err != nil {
+			return nil, nil, 0, d.fail(z, "qzeros", err.Error())
+		}
+	}
+	return scales, zeros, groups, nil
+}
+
+func (d *dq) gptq() ([]float32, error) {
+	qw, err := d.need("qweight")
+	if err != nil {
+		return nil, err
+	}
+	in, out, bits := d.cols, d.rows, d.m.Bits
+	qb, err := d.all(qw)
+	if err != nil {
+		return nil, err
+	}
+	codes := make([]uint8, in*out)
+	if err := packing.UnpackGPTQWeight(codes, qb, in, out, bits); err != nil {
+		return nil, d.fail(qw, "qweight", err.Error())
+	}
+	scales, zeros, groups, err := d.scalesAndZeros(func(dst []uint8, b []byte, groups int) error {
+		return packing.UnpackRowBits(dst, b, groups, out, bits)
+	})
+	if err != nil {
+		return nil, err
+	}
+	gi, err := d.groupIndex("g_idx", in, groups, d.m.GroupSize)
+	if err != nil {
+		return nil, err
+	}
+	zeroAdd := float32(0)
+	if d.m.Layout == LayoutGPTQ {
+		zeroAdd = 1 // v1 stores z − 1
+	}
+	mid := float32(int(1) << (bits - 1))
+	res := make([]float32, (d.hi-d.lo)*in)
+	for o := d.lo; o < d.hi; o++ {
+		row := res[(o-d.lo)*in : (o-d.lo+1)*in]
+		for i := range in {
+			g := int(gi[i])
+			z := mid
+			if zeros != nil {
+				z = float32(zeros[g*out+o]) + zeroAdd
+			}
+			row[i] = scales[g*out+o] * (float32(codes[i*out+o]) - z)
+		}
+	}
+	return res, nil
+}
+
+func (d *dq) awq() ([]float32, error) {
+	qw, err := d.need("qweight")
+	if err != nil {
+		return nil, err
+	}
+	in, out := d.cols, d.rows
+	qb, err := d.all(qw)
+	if err != nil {
+		return nil, err
+	}
+	codes := make([]uint8, in*out)
+	if err := packing.UnpackAWQ(codes, qb, in, out); err != nil {
+		return nil, d.fail(qw, "qweight", err.Error())
+	}
+	scales, zeros, groups, err := d.scalesAndZeros(func(dst []uint8, b []byte, groups int) error {
+		return packing.UnpackAWQ(dst, b, groups, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if in%groups != 0 {
+		return nil, d.fail(d.m.infos["scales"], "scale-shape", fmt.Sprintf("%d groups do not divide %d inputs", groups, in))
+	}
+	size := in / groups
+	res := make([]float32, (d.hi-d.lo)*in)
+	for o := d.lo; o < d.hi; o++ {
+		row := res[(o-d.lo)*in : (o-d.lo+1)*in]
+		for i := range in {
+			g := i / size
+			z := float32(8)
+			if zeros != nil {
+				z = float32(zeros[g*out+o])
+			}
+			row[i] = scales[g*out+o] * (float32(codes[i*out+o]) - z)
+		}
+	}
+	return res, nil
+}

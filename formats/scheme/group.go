@@ -1,0 +1,458 @@
+package scheme
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/quantscope/quantscope/formats/packing"
+	"github.com/quantscope/quantscope/formats/safetensors"
+)
+
+// TensorInfo is what a header says of one tensor.
+type TensorInfo struct {
+	Name   string            `json:"name"`
+	DType  safetensors.DType `json:"dtype"`
+	Shape  []uint64          `json:"shape"`
+	NBytes uint64            `json:"nbytes"`
+}
+
+func (t *TensorInfo) elements() uint64 {
+	n := uint64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Stored formats of a module's weight. Integer formats are "int<bits>";
+// unquantized ones are the lower-cased dtype ("bf16", "f16", "f32").
+const (
+	FormatNVFP4 = "nvfp4"
+	FormatMXFP4 = "mxfp4"
+	FormatMXFP8 = "mxfp8"
+	FormatFP8   = "fp8"
+	FormatNone  = "none" // a module with no weight (kv-cache scales alone)
+)
+
+// Layouts say how a format's codes and scales are arranged.
+const (
+	LayoutModelOpt    = "modelopt"           // NVFP4: weight U8, weight_scale e4m3, weight_scale_2
+	LayoutCT          = "compressed-tensors" // NVFP4/MXFP4 weight_packed U8; FP8 weight + weight_scale
+	LayoutCTPack      = "ct-pack"            // int weight_packed I32 + weight_scale (+ zero point, g_idx)
+	LayoutGPTQ        = "gptq"               // v1: zeros stored as z−1
+	LayoutGPTQv2      = "gptq_v2"
+	LayoutAWQ         = "awq-gemm"
+	LayoutGPTOSS      = "gpt-oss" // MXFP4 *_blocks + *_scales
+	LayoutFP8Tensor   = "fp8-tensor"
+	LayoutFP8Channel  = "fp8-channel"
+	LayoutFP8Block    = "fp8-block"
+	LayoutFP8Group    = "fp8-group"
+	LayoutIntChannel  = "int-scaled" // I8 weight + weight_scale (int-quantized, naive-quantized)
+	LayoutUnquantized = "dense"
+)
+
+// Module is a layer's weight with everything stored to describe it.
+type Module struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"` // attention | mlp | experts | embedding | norm | head | other
+	Format string `json:"format"`
+	Layout string `json:"layout"`
+	// Bits per stored weight code (4 for NVFP4 and int4, 8 for FP8).
+	Bits int `json:"bits,omitempty"`
+	// GroupSize is how many input elements share a scale (16 for NVFP4, 32 for
+	// MX, the group size of int schemes); 0 for per-tensor or per-channel.
+	GroupSize int    `json:"group_size,omitempty"`
+	Block     [2]int `json:"block,omitempty"` // FP8 block scales: rows × cols a scale
+	// WeightShape is the logical shape; for linear layers [out, in].
+	WeightShape   []uint64          `json:"weight_shape"`
+	ShapeInferred bool              `json:"shape_inferred,omitempty"` // weight_shape values were not read
+	Parameters    uint64            `json:"parameters"`
+	Bytes         uint64            `json:"bytes"`
+	Quantized     bool              `json:"quantized"`
+	Symmetric     bool              `json:"symmetric,omitempty"`
+	Tensors       map[string]string `json:"tensors"` // role → tensor name
+	// InverseScale: FP8 scales are divisors (GPT-QModel's own export), not multipliers.
+	InverseScale bool `json:"inverse_scale,omitempty"`
+	packLayout   packing.CTLayout
+
+	// bias/other parameters counted under their own dtype
+	extraParams map[string]uint64
+	infos       map[string]*TensorInfo // role → info
+}
+
+// Info returns the header facts of the module's tensor in a role.
+func (m *Module) Info(role string) (*TensorInfo, bool) {
+	t, ok := m.infos[role]
+	return t, ok
+}
+
+// ParametersByFormat splits the module's parameters: the weight's under its
+// format, a bias (or other float data) under its own dtype.
+func (m *Module) ParametersByFormat() map[string]uint64 {
+	out := map[string]uint64{}
+	if m.Format != FormatNone {
+		out[m.Format] += m.Parameters - sumValues(m.extraParams)
+	}
+	for k, v := range m.extraParams {
+		out[k] += v
+	}
+	return out
+}
+
+func sumValues(m map[string]uint64) uint64 {
+	var s uint64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+// Roles of tensors within a module. Metadata roles hold no parameters.
+var dottedRoles = []string{
+	"weight_packed", "weight_scale_inv", "weight_scale_2", "weight_scale", "weight_global_scale",
+	"weight_zero_point", "weight_shape", "weight_g_idx", "input_global_scale", "input_scale",
+	"input_zero_point", "output_scale", "qweight", "qzeros", "scales", "g_idx", "bias",
+	"k_scale", "v_scale", "weight",
+}
+
+var metadataRoles = map[string]bool{
+	"weight_scale_inv": true, "weight_scale_2": true, "weight_scale": true, "weight_global_scale": true,
+	"weight_zero_point": true, "weight_shape": true, "weight_g_idx": true, "input_global_scale": true,
+	"input_scale": true, "input_zero_point": true, "output_scale": true, "qzeros": true, "scales": true,
+	"g_idx": true, "k_scale": true, "v_scale": true, "mx_scales": true,
+}
+
+// IsMetadataRole reports whether tensors in the role are quantization metadata.
+func IsMetadataRole(role string) bool { return metadataRoles[role] }
+
+// SplitName splits a tensor name into its module and role. MXFP4's
+// `*_blocks` and `*_scales` are roles "blocks" and "mx_scales"; a name with no
+// known role is its own module with role "tensor".
+func SplitName(name string) (module, role string) {
+	for _, r := range dottedRoles {
+		if len(name) > len(r)+1 && strings.HasSuffix(name, r) && name[len(name)-len(r)-1] == '.' {
+			return name[:len(name)-len(r)-1], r
+		}
+	}
+	if m, ok := strings.CutSuffix(name, "_blocks"); ok && m != "" {
+		return m, "blocks"
+	}
+	if m, ok := strings.CutSuffix(name, "_scales"); ok && m != "" {
+		return m, "mx_scales"
+	}
+	return name, "tensor"
+}
+
+// ShapeValues returns the int64 values of a small tensor (weight_shape), or
+// false when they cannot be had without a read the caller does not want.
+type ShapeValues func(tensor string) ([]int64, bool)
+
+// Group collects tensors into modules and classifies each against the scheme.
+// Modules come back sorted by name. shapes may be nil.
+func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
+	if s == nil {
+		s = &Scheme{Method: "none", Family: FamilyNone}
+	}
+	byName := map[string]*Module{}
+	var order []string
+	add := func(mod, role string, t *TensorInfo) {
+		m := byName[mod]
+		if m == nil {
+			m = &Module{Name: mod, Tensors: map[string]string{}, infos: map[string]*TensorInfo{}}
+			byName[mod] = m
+			order = append(order, mod)
+		}
+		if _, dup := m.infos[role]; dup { // two tensors claim one role: keep both apart
+			role = t.Name
+		}
+		m.Tensors[role] = t.Name
+		m.infos[role] = t
+	}
+	var deferred []*TensorInfo
+	for i := range tensors {
+		t := &tensors[i]
+		mod, role := SplitName(t.Name)
+		if role == "tensor" && strings.HasSuffix(t.Name, "_bias") {
+			deferred = append(deferred, t) // gpt-oss `*_bias` joins its `*_blocks` module
+			continue
+		}
+		add(mod, role, t)
+	}
+	for _, t := range deferred {
+		stem := strings.TrimSuffix(t.Name, "_bias")
+		if m := byName[stem]; m != nil && m.infos["blocks"] != nil {
+			add(stem, "bias", t)
+		} else {
+			add(t.Name, "tensor", t)
+		}
+	}
+	slices.Sort(order)
+	out := make([]*Module, 0, len(order))
+	for _, name := range order {
+		m := byName[name]
+		m.Kind = kindOf(name)
+		classify(m, s, shapes)
+		out = append(out, m)
+	}
+	return out
+}
+
+func kindOf(name string) string {
+	n := strings.ToLower(name)
+	switch {
+	case strings.Contains(n, "expert"):
+		return "experts"
+	case strings.Contains(n, "embed") || strings.HasSuffix(n, "wte") || strings.HasSuffix(n, "wpe"):
+		return "embedding"
+	case strings.Contains(n, "norm") || strings.HasSuffix(n, "ln_f") || strings.Contains(n, ".ln_"):
+		return "norm"
+	case strings.Contains(n, "lm_head") || strings.HasSuffix(n, "output"):
+		return "head"
+	case strings.Contains(n, "attn") || strings.Contains(n, "attention"):
+		return "attention"
+	case strings.Contains(n, "mlp") || strings.Contains(n, "feed_forward") || strings.Contains(n, "ffn"):
+		return "mlp"
+	}
+	return "other"
+}
+
+func dtypeFormat(d safetensors.DType) string { return strings.ToLower(d.String()) }
+
+func isFP8(d safetensors.DType) bool {
+	switch d {
+	case safetensors.F8_E4M3, safetensors.F8_E5M2, safetensors.F8_E4M3FNUZ, safetensors.F8_E5M2FNUZ:
+		return true
+	}
+	return false
+}
+
+func isE8M0Carrier(d safetensors.DType) bool { return d == safetensors.U8 || d == safetensors.F8_E8M0 }
+
+func classify(m *Module, s *Scheme, shapes ShapeValues) {
+	in := m.infos
+	m.extraParams = map[string]uint64{}
+	for role, t := range in {
+		m.Bytes += t.NBytes
+		if role == "bias" || (role != "weight" && role != "tensor" && !metadataRoles[role] &&
+			role != "weight_packed" && role != "qweight" && role != "blocks") {
+			m.extraParams[dtypeFormat(t.DType)] += t.elements()
+		}
+	}
+	w, packed, qw, blocks := in["weight"], in["weight_packed"], in["qweight"], in["blocks"]
+	if w == nil && packed == nil && qw == nil && blocks == nil {
+		w = in["tensor"]
+	}
+	switch {
+	case blocks != nil:
+		classifyMXBlocks(m, blocks)
+	case packed != nil:
+		classifyPacked(m, packed, s, shapes)
+	case qw != nil:
+		classifyGPTQorAWQ(m, qw, s)
+	case w != nil:
+		classifyWeight(m, w, s)
+	default:
+		m.Format = FormatNone
+		m.Layout = ""
+	}
+	if m.WeightShape == nil {
+		m.WeightShape = []uint64{}
+	}
+	var p uint64
+	if m.Format != FormatNone {
+		p = 1
+		for _, d := range m.WeightShape {
+			p *= d
+		}
+	}
+	m.Parameters = p + sumValues(m.extraParams)
+}
+
+func withLast(shape []uint64, f func(uint64) uint64) []uint64 {
+	out := slices.Clone(shape)
+	if len(out) > 0 {
+		out[len(out)-1] = f(out[len(out)-1])
+	}
+	return out
+}
+
+func classifyMXBlocks(m *Module, b *TensorInfo) {
+	m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatMXFP4, LayoutGPTOSS, 4, 32, true
+	if len(b.Shape) >= 2 {
+		m.WeightShape = append(slices.Clone(b.Shape[:len(b.Shape)-2]), b.Shape[len(b.Shape)-2]*b.Shape[len(b.Shape)-1]*2)
+	} else {
+		m.WeightShape = withLast(b.Shape, func(n uint64) uint64 { return 2 * n })
+	}
+}
+
+func classifyPacked(m *Module, p *TensorInfo, s *Scheme, shapes ShapeValues) {
+	m.Quantized = true
+	scale := m.infos["weight_scale"]
+	switch {
+	case p.DType == safetensors.U8 && scale != nil && isE8M0Carrier(scale.DType):
+		m.Format, m.Layout, m.Bits, m.GroupSize = FormatMXFP4, LayoutCT, 4, 32
+	case p.DType == safetensors.U8:
+		m.Format, m.Layout, m.Bits, m.GroupSize = FormatNVFP4, LayoutCT, 4, 16
+	default:
+		m.Layout = LayoutCTPack
+		m.packLayout = ctLayoutOf(s)
+		m.Bits, m.GroupSize, m.Symmetric = 4, 0, true
+		if g := s.groupFor(m.Name); g != nil && g.Weights != nil {
+			m.Bits, m.GroupSize, m.Symmetric = g.Weights.NumBits, g.Weights.GroupSize, g.Weights.Symmetric
+			if g.Weights.Strategy == "channel" {
+				m.GroupSize = 0
+			}
+		} else if s.Bits != 0 {
+			m.Bits, m.GroupSize = s.Bits, s.GroupSize
+		}
+		if m.infos["weight_zero_point"] != nil {
+			m.Symmetric = false
+		}
+		m.Format = fmt.Sprintf("int%d", m.Bits)
+	}
+	if shapes != nil {
+		if ws, ok := m.infos["weight_shape"]; ok {
+			if v, ok := shapes(ws.Name); ok && len(v) > 0 {
+				m.WeightShape = make([]uint64, len(v))
+				valid := true
+				for i, x := range v {
+					if x < 0 {
+						valid = false
+					}
+					m.WeightShape[i] = uint64(x)
+				}
+				if valid {
+					return
+				}
+			}
+		}
+	}
+	// Without weight_shape values the packed width bounds the logical width.
+	if p.DType == safetensors.U8 {
+		m.WeightShape = withLast(p.Shape, func(n uint64) uint64 { return 2 * n })
+		return
+	}
+	m.ShapeInferred = m.infos["weight_shape"] != nil
+	bits := max(m.Bits, 1)
+	l := ctLayoutOf(s)
+	m.WeightShape = withLast(p.Shape, func(words uint64) uint64 {
+		if l == ctPerWord {
+			return words * uint64(32/bits)
+		}
+		return words * 32 / uint64(bits)
+	})
+	// A group scale [out, ceil(in/g)] narrows the bound.
+	if sc := m.infos["weight_scale"]; sc != nil && m.GroupSize > 0 && len(sc.Shape) == len(p.Shape) && len(sc.Shape) > 0 {
+		if lim := sc.Shape[len(sc.Shape)-1] * uint64(m.GroupSize); lim < m.WeightShape[len(m.WeightShape)-1] {
+			m.WeightShape[len(m.WeightShape)-1] = lim
+		}
+	}
+}
+
+func classifyGPTQorAWQ(m *Module, qw *TensorInfo, s *Scheme) {
+	m.Quantized = true
+	m.Bits = s.Bits
+	if m.Bits == 0 {
+		m.Bits = 4
+	}
+	sc := m.infos["scales"]
+	isAWQ := s.Method == "awq"
+	if s.Method != "awq" && s.Method != "gptq" && sc != nil && len(sc.Shape) == 2 && len(qw.Shape) == 2 {
+		isAWQ = qw.Shape[1]*8 == sc.Shape[1] && qw.Shape[1] != sc.Shape[1]
+	}
+	if len(qw.Shape) != 2 {
+		m.Format, m.Layout = fmt.Sprintf("int%d", m.Bits), LayoutGPTQ
+		m.WeightShape = slices.Clone(qw.Shape)
+		return
+	}
+	if isAWQ {
+		m.Bits = 4
+		m.Format, m.Layout = "int4", LayoutAWQ
+		m.WeightShape = []uint64{qw.Shape[1] * 8, qw.Shape[0]}
+	} else {
+		m.Format, m.Layout = fmt.Sprintf("int%d", m.Bits), LayoutGPTQ
+		if s.CheckpointFormat == "gptq_v2" {
+			m.Layout = LayoutGPTQv2
+		}
+		m.WeightShape = []uint64{qw.Shape[1], qw.Shape[0] * 32 / uint64(m.Bits)}
+	}
+	m.GroupSize = s.GroupSize
+	if m.GroupSize <= 0 && sc != nil && len(sc.Shape) == 2 && sc.Shape[0] > 0 {
+		m.GroupSize = int(m.WeightShape[1] / sc.Shape[0])
+	}
+	if s.Symmetric != nil {
+		m.Symmetric = *s.Symmetric
+	}
+}
+
+func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
+	m.WeightShape = slices.Clone(w.Shape)
+	sc, inv := m.infos["weight_scale"], m.infos["weight_scale_inv"]
+	switch {
+	case w.DType == safetensors.U8 && sc != nil && (sc.DType == safetensors.F8_E4M3 || m.infos["weight_scale_2"] != nil):
+		m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatNVFP4, LayoutModelOpt, 4, 16, true
+		m.WeightShape = withLast(w.Shape, func(n uint64) uint64 { return 2 * n })
+	case w.DType == safetensors.U8 && sc != nil && isE8M0Carrier(sc.DType) && s.Family == FamilyMXFP4:
+		m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatMXFP4, LayoutModelOpt, 4, 32, true
+		m.WeightShape = withLast(w.Shape, func(n uint64) uint64 { return 2 * n })
+	case w.DType == safetensors.U8 && s.Family == FamilyNVFP4 && m.Kind != "embedding" && m.Kind != "norm":
+		// an FP4 label on U8 bytes with no scales: counted as packed pairs, flagged by the rules
+		m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatNVFP4, LayoutModelOpt, 4, 16, true
+		m.WeightShape = withLast(w.Shape, func(n uint64) uint64 { return 2 * n })
+	case isFP8(w.DType) && sc != nil && isE8M0Carrier(sc.DType):
+		m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatMXFP8, LayoutCT, 8, 32, true
+	case isFP8(w.DType):
+		m.Format, m.Bits, m.Quantized = FormatFP8, 8, true
+		m.InverseScale = s.InverseFP8Scales
+		scale := sc
+		if scale == nil {
+			scale = inv
+		}
+		m.Layout = fp8Layout(m, w, scale, s)
+	case w.DType == safetensors.I8 && (sc != nil || inv != nil):
+		m.Format, m.Layout, m.Bits, m.Quantized = "int8", LayoutIntChannel, 8, true
+		if zp := m.infos["weight_zero_point"]; zp == nil {
+			m.Symmetric = true
+		}
+		if sc != nil && len(sc.Shape) == 2 && len(w.Shape) == 2 && sc.Shape[1] > 1 {
+			m.GroupSize = int((w.Shape[1] + sc.Shape[1] - 1) / sc.Shape[1])
+		}
+	default:
+		m.Format, m.Layout = dtypeFormat(w.DType), LayoutUnquantized
+	}
+}
+
+// fp8Layout reads the scale's shape against the weight's.
+func fp8Layout(m *Module, w, scale *TensorInfo, s *Scheme) string {
+	if scale == nil {
+		return LayoutFP8Tensor // no scale at all: the rules report it
+	}
+	n := scale.elements()
+	if n == 1 {
+		return LayoutFP8Tensor
+	}
+	if len(w.Shape) != 2 {
+		return LayoutFP8Channel
+	}
+	out, in := w.Shape[0], w.Shape[1]
+	if n == out && (len(scale.Shape) == 1 || (len(scale.Shape) == 2 && scale.Shape[1] == 1)) {
+		return LayoutFP8Channel
+	}
+	if len(scale.Shape) == 2 {
+		br, bc := 128, 128
+		if b := s.WeightBlockSize; len(b) == 2 {
+			br, bc = b[0], b[1]
+		} else if scale.Shape[0] > 0 && scale.Shape[1] > 0 {
+			br = int((out + scale.Shape[0] - 1) / scale.Shape[0])
+			bc = int((in + scale.Shape[1] - 1) / scale.Shape[1])
+		}
+		if scale.Shape[0] == out && scale.Shape[1] > 1 {
+			m.GroupSize = int((in + scale.Shape[1] - 1) / scale.Shape[1])
+			return LayoutFP8Group
+		}
+		m.Block = [2]int{br, bc}
+		return LayoutFP8Block
+	}
+	return LayoutFP8Channel
+}
