@@ -383,7 +383,10 @@ func (s *Scheme) readQuantizationConfig(qc *obj) error {
 		s.ActivationScheme = qc.str("activation_scheme")
 		s.WeightBlockSize = qc.ints("weight_block_size")
 		s.Ignore = append(qc.strs("modules_to_not_convert"), qc.strs("ignored_layers")...)
-		if q := strings.ToLower(qc.str("quantizer")); strings.Contains(q, "gptqmodel") {
+		// GPT-QModel records itself as "quantizer": ["gptqmodel:VERSION"] (a
+		// string in some versions); its FP8 export stores inverse scales.
+		quantizer := fmt.Sprint(qc.m["quantizer"])
+		if strings.Contains(strings.ToLower(quantizer), "gptqmodel") {
 			s.InverseFP8Scales = true
 		}
 		if qc.err != nil {
