@@ -94,21 +94,21 @@ func TestFP8Aliases(t *testing.T) {
 
 func TestDetectRejects(t *testing.T) {
 	for name, c := range map[string]struct{ config, hfq, field, file string }{
-		"not json":          {config: `{"quantization_config":`, file: "config.json"},
-		"not an object":     {config: `[1]`, file: "config.json"},
-		"qc not object":     {config: `{"quantization_config":"fp8"}`, field: "quantization_config", file: "config.json"},
-		"num_bits 9":        {config: `{"quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":{"g":{"targets":["Linear"],"weights":{"num_bits":9,"type":"int"}}}}}`, field: "quantization_config.config_groups.g.weights.num_bits", file: "config.json"},
-		"num_bits 0":        {config: `{"quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":{"g":{"targets":["Linear"],"weights":{"num_bits":0,"type":"int"}}}}}`, field: "quantization_config.config_groups.g.weights.num_bits", file: "config.json"},
-		"bits string":       {config: `{"quantization_config":{"quant_method":"gptq","bits":"4"}}`, field: "quantization_config.bits", file: "config.json"},
-		"gptq bits 5":       {config: `{"quantization_config":{"quant_method":"gptq","bits":5}}`, field: "quantization_config.bits", file: "config.json"},
-		"bad strategy":      {config: `{"quantization_config":{"quant_method":"compressed-tensors","config_groups":{"g":{"targets":["Linear"],"weights":{"num_bits":4,"strategy":"rows"}}}}}`, field: "quantization_config.config_groups.g.weights.strategy", file: "config.json"},
-		"bad fp8 fmt":       {config: `{"quantization_config":{"quant_method":"fp8","fmt":"e3m4"}}`, field: "quantization_config.fmt", file: "config.json"},
-		"bad block":         {config: `{"quantization_config":{"quant_method":"fp8","weight_block_size":[128]}}`, field: "quantization_config.weight_block_size", file: "config.json"},
-		"targets not list":  {config: `{"quantization_config":{"quant_method":"compressed-tensors","config_groups":{"g":{"targets":"Linear"}}}}`, field: "quantization_config.config_groups.g.targets", file: "config.json"},
-		"no quant_algo":     {hfq: `{"quantization":{"group_size":16}}`, field: "quantization.quant_algo", file: "hf_quant_config.json"},
-		"exclude not list":  {hfq: `{"quantization":{"quant_algo":"NVFP4","exclude_modules":"lm_head"}}`, field: "quantization.exclude_modules", file: "hf_quant_config.json"},
-		"hfq not json":      {hfq: `{`, file: "hf_quant_config.json"},
-		"no method":         {config: `{"quantization_config":{"bits":4}}`, field: "quantization_config.quant_method", file: "config.json"},
+		"not json":         {config: `{"quantization_config":`, file: "config.json"},
+		"not an object":    {config: `[1]`, file: "config.json"},
+		"qc not object":    {config: `{"quantization_config":"fp8"}`, field: "quantization_config", file: "config.json"},
+		"num_bits 9":       {config: `{"quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":{"g":{"targets":["Linear"],"weights":{"num_bits":9,"type":"int"}}}}}`, field: "quantization_config.config_groups.g.weights.num_bits", file: "config.json"},
+		"num_bits 0":       {config: `{"quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":{"g":{"targets":["Linear"],"weights":{"num_bits":0,"type":"int"}}}}}`, field: "quantization_config.config_groups.g.weights.num_bits", file: "config.json"},
+		"bits string":      {config: `{"quantization_config":{"quant_method":"gptq","bits":"4"}}`, field: "quantization_config.bits", file: "config.json"},
+		"gptq bits 5":      {config: `{"quantization_config":{"quant_method":"gptq","bits":5}}`, field: "quantization_config.bits", file: "config.json"},
+		"bad strategy":     {config: `{"quantization_config":{"quant_method":"compressed-tensors","config_groups":{"g":{"targets":["Linear"],"weights":{"num_bits":4,"strategy":"rows"}}}}}`, field: "quantization_config.config_groups.g.weights.strategy", file: "config.json"},
+		"bad fp8 fmt":      {config: `{"quantization_config":{"quant_method":"fp8","fmt":"e3m4"}}`, field: "quantization_config.fmt", file: "config.json"},
+		"bad block":        {config: `{"quantization_config":{"quant_method":"fp8","weight_block_size":[128]}}`, field: "quantization_config.weight_block_size", file: "config.json"},
+		"targets not list": {config: `{"quantization_config":{"quant_method":"compressed-tensors","config_groups":{"g":{"targets":"Linear"}}}}`, field: "quantization_config.config_groups.g.targets", file: "config.json"},
+		"no quant_algo":    {hfq: `{"quantization":{"group_size":16}}`, field: "quantization.quant_algo", file: "hf_quant_config.json"},
+		"exclude not list": {hfq: `{"quantization":{"quant_algo":"NVFP4","exclude_modules":"lm_head"}}`, field: "quantization.exclude_modules", file: "hf_quant_config.json"},
+		"hfq not json":     {hfq: `{`, file: "hf_quant_config.json"},
+		"no method":        {config: `{"quantization_config":{"bits":4}}`, field: "quantization_config.quant_method", file: "config.json"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var cfg, hfq []byte

@@ -260,7 +260,7 @@ func TestScaleRules(t *testing.T) {
 // GPT-QModel's own FP8 export stores inverse scales: w = q / scale_inv.
 func TestInverseFP8Scales(t *testing.T) {
 	ts := []safetensors.WriteTensor{
-		{Name: "m.weight", DType: safetensors.F8_E4M3, Shape: []uint64{1, 2}, Data: []byte{0x38, 0x40}}, // 1, 2
+		{Name: "m.weight", DType: safetensors.F8_E4M3, Shape: []uint64{1, 2}, Data: []byte{0x38, 0x40}},         // 1, 2
 		{Name: "m.weight_scale_inv", DType: safetensors.F32, Shape: []uint64{}, Data: []byte{0, 0, 0x80, 0x40}}, // 4
 	}
 	mem := newMem(t, ts)
