@@ -22,11 +22,3 @@ func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	return nil
 }
-
-func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return fmt.Errorf("serve: not built yet: the local hub and page server come with the hub and page work (issues 3 and 4)")
-}
-
-func cmdHub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return fmt.Errorf("hub: not built yet: the local hub comes with the hub work (issue 3)")
-}

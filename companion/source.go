@@ -2,19 +2,50 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/hub"
 )
 
-// openSource turns a SOURCE argument into a hub.Source.
+// openSource turns a SOURCE argument into a hub.Source: an existing local
+// path first, then the remote forms, against --endpoint, else $HF_ENDPOINT,
+// else the real hub. The token comes from --token, else $HF_TOKEN.
 func openSource(ctx context.Context, source string, sf sourceFlags) (hub.Source, error) {
 	if _, err := os.Stat(source); err == nil {
 		return hub.OpenLocal(source)
 	}
-	return nil, fmt.Errorf("%s: not a local file or directory (remote sources are read through formats/hub's remote client)", source)
+	endpoint := sf.endpoint
+	if endpoint == "" {
+		endpoint = os.Getenv("HF_ENDPOINT")
+	}
+	spec, err := hub.ParseSource(source, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	token := sf.token
+	if token == "" {
+		token = os.Getenv("HF_TOKEN")
+	}
+	opts := []hub.Option{hub.WithToken(token)}
+	if spec.Endpoint != "" {
+		opts = append(opts, hub.WithEndpoint(spec.Endpoint))
+	}
+	c, err := hub.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	rev := spec.Rev
+	if sf.revision != "" {
+		rev = sf.revision
+	}
+	switch spec.Kind {
+	case hub.KindRepoFile:
+		return c.OpenRepoFile(ctx, spec.Repo, rev, spec.Path), nil
+	case hub.KindURL:
+		return c.OpenURL(ctx, spec.URL), nil
+	}
+	return c.OpenRepo(ctx, spec.Repo, rev), nil
 }
 
 func loadCheckpoint(ctx context.Context, source string, sf sourceFlags) (*checkpoint.Checkpoint, error) {

@@ -107,18 +107,20 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		return nil, err
 	}
 	var shardPaths []string
-	perShard := map[string]int{}
+	perShard := map[string]shardHint{}
 	if idx != nil {
 		if c.Index, err = parseIndex(idx); err != nil {
 			return nil, err
 		}
 		for name, file := range c.Index.WeightMap {
 			p := path.Join(path.Dir(indexFile), file)
-			if perShard[p] == 0 {
+			h, seen := perShard[p]
+			if !seen {
 				shardPaths = append(shardPaths, p)
 			}
-			perShard[p]++
-			_ = name
+			h.tensors++
+			h.nameBytes += len(name)
+			perShard[p] = h
 		}
 		slices.Sort(shardPaths)
 		for _, p := range shardPaths {
@@ -198,16 +200,21 @@ func parseIndex(b []byte) (*Index, error) {
 	return idx, nil
 }
 
-// headerGuess sizes the first read of a shard: what the index says it holds,
-// at a generous 200 bytes an entry, else 100 KB.
-func headerGuess(tensors int) int64 {
-	if tensors > 0 {
-		return int64(tensors)*200 + 4096
+// shardHint is what the index says a shard holds.
+type shardHint struct{ tensors, nameBytes int }
+
+// headerGuess sizes the first read of a shard. From the index's names it is
+// nearly exact: an entry is its quoted name and about 80 bytes of dtype,
+// shape and offsets (a short guess costs one exact second read; a long one
+// costs bytes). Without an index it is the hub clients' 100 KB.
+func headerGuess(h shardHint) int64 {
+	if h.tensors > 0 {
+		return int64(h.nameBytes) + 88*int64(h.tensors) + 256
 	}
 	return 100_000
 }
 
-func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard map[string]int, opt Options) error {
+func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard map[string]shardHint, opt Options) error {
 	par := opt.Parallel
 	if par <= 0 {
 		par = defaultParallel

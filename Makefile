@@ -1,0 +1,41 @@
+# quantscope: see README.md.
+GO      ?= go
+BIN     := bin/quantscope
+DEMO    := .cache/demo
+FUZZTIME ?= 60s
+
+.PHONY: all build run test vet bench fuzz demo clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./companion
+
+# The main job on the embedded demo, offline: generate the demo repos and
+# inspect each one.
+run: build
+	./$(BIN) demo $(DEMO) > /dev/null
+	@for r in $(DEMO)/quantscope-demo/*; do ./$(BIN) inspect "$$r"; echo; done
+
+demo: build
+	./$(BIN) demo $(DEMO)
+
+vet:
+	$(GO) vet ./...
+
+test: vet
+	$(GO) test -count=1 ./...
+
+# Speed as ratios against a memmove measured in the same run.
+bench:
+	@mkdir -p out
+	$(GO) test -run '^$$' -bench . -count 5 ./formats/... | tee out/bench.txt | $(GO) run ./bench/table
+
+# Each fuzz target for FUZZTIME (the seeds live in each package's testdata/).
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./formats/safetensors
+	$(GO) test -run '^$$' -fuzz '^FuzzUnpack$$' -fuzztime $(FUZZTIME) ./formats/packing
+	$(GO) test -run '^$$' -fuzz '^FuzzDetect$$' -fuzztime $(FUZZTIME) ./formats/scheme
+
+clean:
+	rm -rf bin out .cache

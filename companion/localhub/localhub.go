@@ -1,0 +1,596 @@
+// Package localhub is a small Hugging Face hub on a local directory: it
+// serves DIR/ORG/NAME/... with the hub's URL layout (the model API, the
+// recursive tree listing with pagination, resolve URLs with a 302 to a
+// CDN-like path for LFS files, Range requests, CORS, gated repos), for tests,
+// demos, benchmarks and offline use.
+//
+// It never reads more of a file than a request asks for, and no request
+// path leaves DIR: ".." segments, encoded slashes and symlinks that point
+// outside are refused.
+package localhub
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// GatedFile, in a repo's folder, makes the repo gated: each line of it is a
+// token the hub accepts. It is never listed or served.
+const GatedFile = ".quantscope-gated"
+
+// Fault is what the fault hook tells the server to do with one request.
+type Fault struct {
+	Status      int           // answer with this status (429, 500, ...) and no body
+	RetryAfter  string        // Retry-After header with Status
+	IgnoreRange bool          // answer 200 with the whole file
+	ResetAfter  int64         // write this many body bytes, then cut the connection
+	ETag        string        // send this ETag instead of the file's
+	SlowBody    time.Duration // wait this long before writing the body
+}
+
+// Options configure a Server.
+type Options struct {
+	// Latency is added before every response (for benchmarks).
+	Latency time.Duration
+	// PageSize is the number of entries per tree page (default 1000).
+	PageSize int
+	// Faults, when set, is asked before each file response; n counts the
+	// requests for that path so far (1 for the first).
+	Faults func(r *http.Request, path string, n int) Fault
+}
+
+// Server serves a directory as a hub. It implements http.Handler.
+type Server struct {
+	root string
+	opt  Options
+
+	requests atomic.Int64
+	bytes    atomic.Int64
+	mu       sync.Mutex
+	perPath  map[string]int
+}
+
+// New serves root. root must exist.
+func New(root string, opt Options) (*Server, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, fmt.Errorf("localhub: %w", err)
+	}
+	if opt.PageSize <= 0 {
+		opt.PageSize = 1000
+	}
+	return &Server{root: abs, opt: opt, perPath: map[string]int{}}, nil
+}
+
+// route is a request path split into the hub's parts.
+type route struct{ org, name, rev, path string }
+
+// dispatch routes by hand: the hub's layout puts ORG first, which no
+// pattern router can tell apart from /api and /cdn.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		httpError(w, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	seg := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	at := func(i int) string {
+		if i < len(seg) {
+			return seg[i]
+		}
+		return ""
+	}
+	rest := func(i int) string {
+		if i < len(seg) {
+			return strings.Join(seg[i:], "/")
+		}
+		return ""
+	}
+	switch {
+	case at(0) == "api" && at(1) == "models" && len(seg) == 4:
+		s.modelInfo(w, r, route{org: at(2), name: at(3)})
+	case at(0) == "api" && at(1) == "models" && at(4) == "revision" && len(seg) == 6:
+		s.modelInfo(w, r, route{org: at(2), name: at(3), rev: at(5)})
+	case at(0) == "api" && at(1) == "models" && at(4) == "tree" && len(seg) >= 6:
+		s.tree(w, r, route{org: at(2), name: at(3), rev: at(5), path: rest(6)})
+	case at(0) == "cdn" && len(seg) >= 5:
+		s.cdn(w, r, route{org: at(1), name: at(2), rev: at(3), path: rest(4)})
+	case at(2) == "resolve" && len(seg) >= 5:
+		s.resolve(w, r, route{org: at(0), name: at(1), rev: at(3), path: rest(4)})
+	default:
+		httpError(w, http.StatusNotFound, "not found")
+	}
+}
+
+// Stats is what the server has answered: requests and body bytes written.
+func (s *Server) Stats() (requests, bytes int64) { return s.requests.Load(), s.bytes.Load() }
+
+// ResetStats zeroes the counters.
+func (s *Server) ResetStats() {
+	s.requests.Store(0)
+	s.bytes.Store(0)
+	s.mu.Lock()
+	s.perPath = map[string]int{}
+	s.mu.Unlock()
+}
+
+// ServeHTTP answers with CORS as the hub does, then routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.requests.Add(1)
+	h := w.Header()
+	if o := r.Header.Get("Origin"); o != "" {
+		h.Set("Access-Control-Allow-Origin", o)
+		h.Set("Vary", "Origin")
+	} else {
+		h.Set("Access-Control-Allow-Origin", "*")
+	}
+	h.Set("Access-Control-Expose-Headers", "Content-Range, Content-Length, Accept-Ranges, ETag, X-Linked-Size, X-Linked-ETag, X-Repo-Commit, Link, Location")
+	if r.Method == http.MethodOptions {
+		h.Set("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Range, Authorization, Content-Type, If-None-Match")
+		h.Set("Access-Control-Max-Age", "86400")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if s.opt.Latency > 0 {
+		select {
+		case <-time.After(s.opt.Latency):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	// Refuse encoded slashes and dot segments before the router cleans them away.
+	if strings.Contains(strings.ToLower(r.URL.RawPath), "%2f") || strings.Contains(strings.ToLower(r.URL.RawPath), "%5c") || hasDotSegment(r.URL.EscapedPath()) {
+		httpError(w, http.StatusBadRequest, "invalid path")
+		return
+	}
+	s.dispatch(&countingWriter{ResponseWriter: w, n: &s.bytes}, r)
+}
+
+func hasDotSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if u, err := url.PathUnescape(seg); err != nil || u == ".." || u == "." || strings.Contains(u, `\`) {
+			return true
+		}
+	}
+	return false
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// repoDir resolves ORG/NAME to its folder, checking it stays inside root.
+func (s *Server) repoDir(org, name string) (string, bool) {
+	for _, p := range []string{org, name} {
+		if p == "" || p == "." || p == ".." || strings.ContainsAny(p, `/\`) || strings.HasPrefix(p, ".") {
+			return "", false
+		}
+	}
+	dir, ok := s.inside(filepath.Join(s.root, org, name))
+	if !ok {
+		return "", false
+	}
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return "", false
+	}
+	return dir, true
+}
+
+// inside resolves symlinks and checks the result is under root.
+func (s *Server) inside(p string) (string, bool) {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", false
+	}
+	if real != s.root && !strings.HasPrefix(real, s.root+string(filepath.Separator)) {
+		return "", false
+	}
+	return real, true
+}
+
+// authorized checks a gated repo's token.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request, dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, GatedFile))
+	if err != nil {
+		return true
+	}
+	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	for _, line := range strings.Split(string(b), "\n") {
+		if l := strings.TrimSpace(line); l != "" && tok == l {
+			return true
+		}
+	}
+	httpError(w, http.StatusUnauthorized, "Access to this model is restricted. You must be authenticated to access it.")
+	return false
+}
+
+type entry struct {
+	path string
+	size int64
+}
+
+// files lists a repo's files, hidden ones left out.
+func (s *Server) files(dir string) ([]entry, error) {
+	var out []entry
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		real, ok := s.inside(p)
+		if !ok {
+			return nil // a symlink out of the root is not part of the repo
+		}
+		info, err := os.Stat(real)
+		if err != nil || !info.Mode().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, entry{path: filepath.ToSlash(rel), size: info.Size()})
+		return nil
+	})
+	slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.path, b.path) })
+	return out, err
+}
+
+// commit is a stable id of the repo's current content.
+func commit(files []entry) string {
+	h := sha1.New()
+	for _, f := range files {
+		fmt.Fprintf(h, "%s %d\n", f.path, f.size)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func etagOf(f entry) string {
+	sum := sha1.Sum([]byte(fmt.Sprintf("%s %d", f.path, f.size)))
+	return `"` + hex.EncodeToString(sum[:]) + `"`
+}
+
+func isLFS(p string) bool {
+	return strings.HasSuffix(p, ".safetensors") || strings.HasSuffix(p, ".bin") || strings.HasSuffix(p, ".gguf")
+}
+
+func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request, rt route) {
+	org, name := rt.org, rt.name
+	dir, ok := s.repoDir(org, name)
+	if !ok {
+		httpError(w, http.StatusNotFound, "Repository not found")
+		return
+	}
+	if !s.authorized(w, r, dir) {
+		return
+	}
+	files, err := s.files(dir)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	sib := make([]map[string]any, len(files))
+	for i, f := range files {
+		sib[i] = map[string]any{"rfilename": f.path, "size": f.size}
+	}
+	_, gated := os.Stat(filepath.Join(dir, GatedFile))
+	writeJSON(w, map[string]any{"id": org + "/" + name, "modelId": org + "/" + name, "sha": commit(files),
+		"private": false, "gated": gated == nil, "siblings": sib})
+}
+
+func (s *Server) tree(w http.ResponseWriter, r *http.Request, rt route) {
+	org, name := rt.org, rt.name
+	dir, ok := s.repoDir(org, name)
+	if !ok {
+		httpError(w, http.StatusNotFound, "Repository not found")
+		return
+	}
+	if !s.authorized(w, r, dir) {
+		return
+	}
+	files, err := s.files(dir)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	sub := strings.Trim(rt.path, "/")
+	recursive := r.URL.Query().Get("recursive") == "true" || r.URL.Query().Get("recursive") == "1"
+	var list []map[string]any
+	dirs := map[string]bool{}
+	for _, f := range files {
+		rel := f.path
+		if sub != "" {
+			if !strings.HasPrefix(rel, sub+"/") {
+				continue
+			}
+			rel = strings.TrimPrefix(rel, sub+"/")
+		}
+		if !recursive && strings.Contains(rel, "/") {
+			d := path.Join(sub, rel[:strings.IndexByte(rel, '/')])
+			if !dirs[d] {
+				dirs[d] = true
+				list = append(list, map[string]any{"type": "directory", "path": d, "oid": commit(nil), "size": 0})
+			}
+			continue
+		}
+		e := map[string]any{"type": "file", "path": f.path, "size": f.size, "oid": strings.Trim(etagOf(f), `"`)}
+		if isLFS(f.path) {
+			e["lfs"] = map[string]any{"oid": strings.Trim(etagOf(f), `"`), "size": f.size, "pointerSize": 134}
+		}
+		list = append(list, e)
+	}
+	if recursive { // the hub lists folders too
+		seen := map[string]bool{}
+		for _, f := range files {
+			for d := path.Dir(f.path); d != "." && !seen[d]; d = path.Dir(d) {
+				seen[d] = true
+				list = append(list, map[string]any{"type": "directory", "path": d, "oid": commit(nil), "size": 0})
+			}
+		}
+	}
+	start := 0
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 0 || n > len(list) {
+			httpError(w, http.StatusBadRequest, "bad cursor")
+			return
+		}
+		start = n
+	}
+	end := min(start+s.opt.PageSize, len(list))
+	if end < len(list) {
+		q := r.URL.Query()
+		q.Set("cursor", strconv.Itoa(end))
+		next := *r.URL
+		next.RawQuery = q.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next"`, next.RequestURI()))
+	}
+	page := list[start:end]
+	if page == nil {
+		page = []map[string]any{}
+	}
+	writeJSON(w, page)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// file finds a repo's file, checking gating and containment.
+func (s *Server) file(w http.ResponseWriter, r *http.Request, rt route) (dir string, f entry, real string, ok bool) {
+	org, name := rt.org, rt.name
+	dir, found := s.repoDir(org, name)
+	if !found {
+		httpError(w, http.StatusNotFound, "Repository not found")
+		return "", entry{}, "", false
+	}
+	if !s.authorized(w, r, dir) {
+		return "", entry{}, "", false
+	}
+	p := rt.path
+	if !fs.ValidPath(p) || strings.Contains(p, `\`) {
+		httpError(w, http.StatusBadRequest, "invalid path")
+		return "", entry{}, "", false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if strings.HasPrefix(seg, ".") {
+			httpError(w, http.StatusNotFound, "Entry not found")
+			return "", entry{}, "", false
+		}
+	}
+	real, inside := s.inside(filepath.Join(dir, filepath.FromSlash(p)))
+	info, err := os.Stat(real)
+	if !inside || err != nil || !info.Mode().IsRegular() {
+		httpError(w, http.StatusNotFound, "Entry not found")
+		return "", entry{}, "", false
+	}
+	return dir, entry{path: p, size: info.Size()}, real, true
+}
+
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request, rt route) {
+	dir, f, real, ok := s.file(w, r, rt)
+	if !ok {
+		return
+	}
+	files, _ := s.files(dir)
+	h := w.Header()
+	h.Set("X-Repo-Commit", commit(files))
+	if isLFS(f.path) {
+		h.Set("X-Linked-Size", strconv.FormatInt(f.size, 10))
+		h.Set("X-Linked-ETag", etagOf(f))
+		h.Set("ETag", etagOf(f))
+		loc := "/cdn/" + rt.org + "/" + rt.name + "/" + url.PathEscape(rt.rev) + "/" + escapePath(f.path) +
+			"?expires=" + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+		h.Set("Location", loc)
+		w.WriteHeader(http.StatusFound)
+		return
+	}
+	s.serveRange(w, r, f, real)
+}
+
+func (s *Server) cdn(w http.ResponseWriter, r *http.Request, rt route) {
+	_, f, real, ok := s.file(w, r, rt)
+	if !ok {
+		return
+	}
+	s.serveRange(w, r, f, real)
+}
+
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, x := range parts {
+		parts[i] = url.PathEscape(x)
+	}
+	return strings.Join(parts, "/")
+}
+
+// serveRange answers a GET with or without one Range, reading only the
+// bytes it sends.
+func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, f entry, real string) {
+	s.mu.Lock()
+	s.perPath[f.path]++
+	n := s.perPath[f.path]
+	s.mu.Unlock()
+	var fault Fault
+	if s.opt.Faults != nil {
+		fault = s.opt.Faults(r, f.path, n)
+	}
+	if fault.Status != 0 {
+		if fault.RetryAfter != "" {
+			w.Header().Set("Retry-After", fault.RetryAfter)
+		}
+		httpError(w, fault.Status, http.StatusText(fault.Status))
+		return
+	}
+	h := w.Header()
+	etag := etagOf(f)
+	if fault.ETag != "" {
+		etag = fault.ETag
+	}
+	h.Set("ETag", etag)
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("Content-Type", "application/octet-stream")
+	start, length, partial, err := parseRange(r.Header.Get("Range"), f.size)
+	if fault.IgnoreRange {
+		start, length, partial, err = 0, f.size, false, nil
+	}
+	if err != nil {
+		h.Set("Content-Range", fmt.Sprintf("bytes */%d", f.size))
+		httpError(w, http.StatusRequestedRangeNotSatisfiable, err.Error())
+		return
+	}
+	file, err := os.Open(real)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "cannot open")
+		return
+	}
+	defer file.Close()
+	h.Set("Content-Length", strconv.FormatInt(length, 10))
+	if partial {
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, start+length-1, f.size))
+		w.WriteHeader(http.StatusPartialContent)
+	} else {
+		w.WriteHeader(http.StatusOK)
+	}
+	if fault.SlowBody > 0 {
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		select {
+		case <-time.After(fault.SlowBody):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	body := io.NewSectionReader(file, start, length)
+	if fault.ResetAfter > 0 && fault.ResetAfter < length {
+		io.CopyN(w, body, fault.ResetAfter)
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		if hj, ok := unwrapHijacker(w); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+			}
+		}
+		return
+	}
+	io.Copy(w, body)
+}
+
+func unwrapHijacker(w http.ResponseWriter) (http.Hijacker, bool) {
+	for {
+		if hj, ok := w.(http.Hijacker); ok {
+			return hj, true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil, false
+		}
+		w = u.Unwrap()
+	}
+}
+
+// parseRange reads one "bytes=a-b", "bytes=a-" or "bytes=-n" range. An
+// empty header is the whole file; several ranges are answered whole, as the
+// hub's CDN does.
+func parseRange(v string, size int64) (start, length int64, partial bool, err error) {
+	if v == "" {
+		return 0, size, false, nil
+	}
+	spec, ok := strings.CutPrefix(v, "bytes=")
+	if !ok {
+		return 0, 0, false, fmt.Errorf("unsupported range unit in %q", v)
+	}
+	if strings.Contains(spec, ",") {
+		return 0, size, false, nil
+	}
+	a, b, ok := strings.Cut(strings.TrimSpace(spec), "-")
+	if !ok {
+		return 0, 0, false, fmt.Errorf("bad range %q", v)
+	}
+	switch {
+	case a == "":
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, 0, false, fmt.Errorf("bad range %q", v)
+		}
+		n = min(n, size)
+		return size - n, n, true, nil
+	default:
+		s, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || s < 0 {
+			return 0, 0, false, fmt.Errorf("bad range %q", v)
+		}
+		if s >= size {
+			return 0, 0, false, fmt.Errorf("range %q starts past the end of the %d-byte file", v, size)
+		}
+		e := size - 1
+		if b != "" {
+			if e, err = strconv.ParseInt(b, 10, 64); err != nil || e < s {
+				return 0, 0, false, fmt.Errorf("bad range %q", v)
+			}
+			e = min(e, size-1)
+		}
+		return s, e - s + 1, true, nil
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/quantscope/quantscope/companion/localhub"
+	"github.com/quantscope/quantscope/synth"
+)
+
+func cmdHub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hub", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
+	latency := fs.Duration("latency", 0, "added to every response (for benchmarks)")
+	pos, err := parseFlags(fs, args, 1, "DIR")
+	if err != nil {
+		return err
+	}
+	h, err := localhub.New(pos[0], localhub.Options{Latency: *latency})
+	if err != nil {
+		return err
+	}
+	return listenAndServe(ctx, *addr, h, stdout, fmt.Sprintf("hub of %s", pos[0]))
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	demo := fs.Bool("demo", false, "serve the generated demo repos from the local hub")
+	hubDir := fs.String("hub", "", "serve the repos under DIR from the local hub")
+	if _, err := parseFlags(fs, args, 0, "no arguments"); err != nil {
+		return err
+	}
+	if *demo && *hubDir != "" {
+		return &usageError{"serve: --demo and --hub both name the local hub's folder; give one"}
+	}
+	dir := *hubDir
+	if *demo {
+		var err error
+		if dir, err = demoCache(stdout); err != nil {
+			return err
+		}
+	}
+	mux := http.NewServeMux()
+	what := "quantscope"
+	if dir != "" {
+		h, err := localhub.New(dir, localhub.Options{})
+		if err != nil {
+			return err
+		}
+		mux.Handle("/api/", h)
+		mux.Handle("/cdn/", h)
+		mux.Handle("/{org}/{name}/resolve/", h)
+		what += ", local hub of " + dir
+	}
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "quantscope: the local hub is at /api/models/ORG/NAME; try `quantscope inspect --endpoint http://%s ORG/NAME`.\n", r.Host)
+	})
+	return listenAndServe(ctx, *addr, mux, stdout, what)
+}
+
+// demoVersion names the generator's output; bump it when synth changes so
+// that caches regenerate.
+const demoVersion = "demo-v1"
+
+// demoCache generates the demo repos once into the user's cache folder.
+func demoCache(stdout io.Writer) (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "quantscope", demoVersion)
+	stamp := filepath.Join(dir, ".complete")
+	if _, err := os.Stat(stamp); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir)+string(filepath.Separator), ".demo-")
+	if err != nil {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return "", err
+		}
+		if tmp, err = os.MkdirTemp(filepath.Dir(dir), ".demo-"); err != nil {
+			return "", err
+		}
+	}
+	for _, r := range synth.All() {
+		if err := r.WriteDir(filepath.Join(tmp, filepath.FromSlash(r.ID))); err != nil {
+			os.RemoveAll(tmp)
+			return "", err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".complete"), []byte(demoVersion+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stdout, "generated the demo repos in %s\n", dir)
+	return dir, nil
+}
+
+func listenAndServe(ctx context.Context, addr string, h http.Handler, stdout io.Writer, what string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "serving %s on http://%s\n", what, ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return nil
+	}
+}

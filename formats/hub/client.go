@@ -1,0 +1,404 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultEndpoint is the Hugging Face hub.
+const DefaultEndpoint = "https://huggingface.co"
+
+// Defaults of a Client, each changed by an Option.
+const (
+	DefaultParallel = 20               // requests in flight
+	DefaultRetries  = 4                // extra attempts after a temporary failure
+	DefaultTimeout  = 30 * time.Second // one request, headers and body
+	DefaultPrefix   = 100_000          // first read of a header of unknown size
+	maxRedirects    = 5
+	maxErrorBody    = 64 << 10
+)
+
+// Client reads files from a hub over a Fetcher: retries, redirects, a bound
+// on requests in flight, and traffic counters. Safe for concurrent use.
+type Client struct {
+	endpoint string
+	token    string
+	fetcher  Fetcher
+	retries  int
+	timeout  time.Duration
+	prefix   int64
+	backoff  time.Duration
+	sem      chan struct{}
+	requests atomic.Int64
+	bytes    atomic.Int64
+}
+
+type options struct {
+	endpoint, token string
+	endpointSet     bool
+	fetcher         Fetcher
+	parallel        int
+	retries         int
+	timeout         time.Duration
+	prefix          int64
+	backoff         time.Duration
+}
+
+// Option configures a Client.
+type Option func(*options) error
+
+// WithEndpoint sets the hub (default DefaultEndpoint). Given twice with
+// different values it is an error.
+func WithEndpoint(endpoint string) Option {
+	return func(o *options) error {
+		e := strings.TrimRight(endpoint, "/")
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("hub: endpoint %q is not an http(s) URL", endpoint)
+		}
+		if o.endpointSet && o.endpoint != e {
+			return fmt.Errorf("hub: two endpoints given: %q and %q", o.endpoint, e)
+		}
+		o.endpoint, o.endpointSet = e, true
+		return nil
+	}
+}
+
+// WithToken sends "Authorization: Bearer TOKEN" to the hub (never logged).
+func WithToken(token string) Option {
+	return func(o *options) error { o.token = strings.TrimSpace(token); return nil }
+}
+
+// WithFetcher sets the transport (default: net/http natively).
+func WithFetcher(f Fetcher) Option {
+	return func(o *options) error {
+		if f == nil {
+			return errors.New("hub: nil Fetcher")
+		}
+		o.fetcher = f
+		return nil
+	}
+}
+
+// WithParallel bounds requests in flight (default 20).
+func WithParallel(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("hub: parallel must be at least 1, not %d", n)
+		}
+		o.parallel = n
+		return nil
+	}
+}
+
+// WithRetries sets how many times a temporary failure is retried (default 4).
+func WithRetries(n int) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("hub: retries must not be negative")
+		}
+		o.retries = n
+		return nil
+	}
+}
+
+// WithTimeout bounds each request, body included (default 30 s).
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("hub: timeout must be positive")
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// WithBackoff sets the first retry delay, doubled each time (default 250 ms).
+func WithBackoff(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("hub: backoff must not be negative")
+		}
+		o.backoff = d
+		return nil
+	}
+}
+
+// WithDefaultPrefix sets the first read of a header whose size nothing
+// bounds (default 100,000 bytes, enough for 97% of popular models).
+func WithDefaultPrefix(n int64) Option {
+	return func(o *options) error {
+		if n < 8 {
+			return fmt.Errorf("hub: prefix must hold at least the 8-byte header length")
+		}
+		o.prefix = n
+		return nil
+	}
+}
+
+// NewClient builds a Client. Without WithFetcher it needs the native Fetcher,
+// which the wasm build does not have.
+func NewClient(opts ...Option) (*Client, error) {
+	o := options{endpoint: DefaultEndpoint, parallel: DefaultParallel, retries: DefaultRetries,
+		timeout: DefaultTimeout, prefix: DefaultPrefix, backoff: 250 * time.Millisecond}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.fetcher == nil {
+		o.fetcher = defaultFetcher()
+		if o.fetcher == nil {
+			return nil, errors.New("hub: no Fetcher on this platform; use WithFetcher")
+		}
+	}
+	return &Client{endpoint: o.endpoint, token: o.token, fetcher: o.fetcher, retries: o.retries,
+		timeout: o.timeout, prefix: o.prefix, backoff: o.backoff, sem: make(chan struct{}, o.parallel)}, nil
+}
+
+// Endpoint is the hub the client talks to.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// Stats is the traffic so far.
+func (c *Client) Stats() Stats { return Stats{Requests: c.requests.Load(), Bytes: c.bytes.Load()} }
+
+// HTTPError is a response that is not what was asked for.
+type HTTPError struct {
+	URL        string
+	Status     int
+	Msg        string
+	RetryAfter time.Duration
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("GET %s: HTTP %d: %s", e.URL, e.Status, e.Msg)
+}
+
+// Temporary reports whether retrying may succeed (429 and 5xx).
+func (e *HTTPError) Temporary() bool { return e.Status == 429 || e.Status >= 500 }
+
+// ErrChanged is wrapped when a file's ETag differs between two reads.
+var ErrChanged = errors.New("file changed between reads")
+
+// meta is what a response says about the file it comes from.
+type meta struct {
+	etag  string
+	size  int64 // -1 when unknown
+	final string
+}
+
+// countingBody counts body bytes as they are read.
+type countingBody struct {
+	r io.ReadCloser
+	c *Client
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.c.bytes.Add(int64(n))
+	return n, err
+}
+func (b *countingBody) Close() error { return b.r.Close() }
+
+// roundTrip sends one GET, following redirects itself (each hop counted).
+// On success the response is 200 or 206 and its body is counted.
+func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta, error) {
+	m := meta{size: -1}
+	for hop := 0; ; hop++ {
+		req := Request{URL: u, Range: rng}
+		if c.token != "" && sameHost(u, c.endpoint) {
+			req.Header = map[string]string{"Authorization": "Bearer " + c.token}
+		}
+		c.requests.Add(1)
+		resp, err := c.fetcher.Fetch(ctx, req)
+		if err != nil {
+			return nil, m, fmt.Errorf("GET %s: %w", redact(u), err)
+		}
+		if resp.Redirected {
+			c.requests.Add(1)
+		}
+		if e := resp.Get("x-linked-etag"); e != "" && m.etag == "" {
+			m.etag = e
+		}
+		if s := resp.Get("x-linked-size"); s != "" && m.size < 0 {
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+				m.size = n
+			}
+		}
+		switch resp.Status {
+		case 200, 206:
+			if m.etag == "" {
+				m.etag = resp.Get("etag")
+			}
+			m.final = resp.URL
+			resp.Body = &countingBody{r: resp.Body, c: c}
+			return resp, m, nil
+		case 301, 302, 303, 307, 308:
+			loc := resp.Get("location")
+			drain(resp.Body, c)
+			if loc == "" || hop >= maxRedirects {
+				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: "redirect without a usable Location"}
+			}
+			next, err := url.Parse(loc)
+			if err != nil {
+				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: "bad Location " + loc}
+			}
+			base, _ := url.Parse(u)
+			u = base.ResolveReference(next).String()
+			continue
+		}
+		return nil, m, c.statusError(u, resp)
+	}
+}
+
+func drain(b io.ReadCloser, c *Client) {
+	if b == nil {
+		return
+	}
+	n, _ := io.Copy(io.Discard, io.LimitReader(b, maxErrorBody))
+	c.bytes.Add(n)
+	b.Close()
+}
+
+func (c *Client) statusError(u string, resp *Response) *HTTPError {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	c.bytes.Add(int64(len(body)))
+	resp.Body.Close()
+	e := &HTTPError{URL: redact(u), Status: resp.Status}
+	msg := strings.Join(strings.Fields(string(body)), " ")
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	switch resp.Status {
+	case 401, 403:
+		what := "a token"
+		if c.token != "" {
+			what = "a token with access (the one given was refused)"
+		}
+		e.Msg = fmt.Sprintf("the repo is gated or private and needs %s: pass --token or set HF_TOKEN", what)
+	case 404:
+		e.Msg = "not found"
+	case 416:
+		e.Msg = "range not satisfiable (" + resp.Get("content-range") + ")"
+	case 429:
+		e.Msg = "rate limited"
+	default:
+		e.Msg = "unexpected status"
+	}
+	if msg != "" && resp.Status != 401 && resp.Status != 403 {
+		e.Msg += ": " + msg
+	}
+	e.RetryAfter = retryAfter(resp.Get("retry-after"))
+	return e
+}
+
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := time.Parse(time.RFC1123, v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// redact drops query strings (CDN signatures) from URLs shown to people.
+func redact(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		return u[:i]
+	}
+	return u
+}
+
+func sameHost(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host == ub.Host
+}
+
+// do runs one attempt-bounded operation with retries: temporary HTTP errors,
+// network errors and short bodies are retried with exponential backoff (or
+// the server's Retry-After); anything else returns at once.
+func (c *Client) do(ctx context.Context, op func(ctx context.Context) error) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		actx, cancel := context.WithTimeout(ctx, c.timeout)
+		err = op(actx)
+		timedOut := actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		cancel()
+		<-c.sem
+		if err == nil {
+			return nil
+		}
+		if timedOut {
+			err = fmt.Errorf("%w (no complete answer within %v)", err, c.timeout)
+		}
+		if attempt >= c.retries || !retryable(err, ctx) {
+			return err
+		}
+		wait := c.backoff << attempt
+		wait += time.Duration(rand.Int64N(int64(wait/4 + 1)))
+		var he *HTTPError
+		if errors.As(err, &he) && he.RetryAfter > 0 {
+			wait = min(he.RetryAfter, 60*time.Second)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+func retryable(err error, ctx context.Context) bool {
+	if ctx.Err() != nil || errors.Is(err, ErrChanged) {
+		return false
+	}
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Temporary()
+	}
+	var perm *permanentError
+	return !errors.As(err, &perm) // network errors, resets, short bodies, timeouts
+}
+
+// permanentError marks failures no retry can fix (a malformed response).
+type permanentError struct{ error }
+
+func (p *permanentError) Unwrap() error { return p.error }
+
+// resolveURL is the hub URL of a file of a repo.
+func (c *Client) resolveURL(repo, rev, path string) string {
+	return c.endpoint + "/" + repo + "/resolve/" + url.PathEscape(rev) + "/" + escapePath(path)
+}
+
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}

@@ -1,0 +1,5 @@
+//go:build !js
+
+package hub
+
+func defaultFetcher() Fetcher { return NewNetFetcher() }

@@ -1,0 +1,49 @@
+//go:build !js
+
+package hub
+
+import (
+	"context"
+	"net/http"
+	"strings"
+)
+
+// NetFetcher is a Fetcher over net/http that hands redirects back to the client.
+type NetFetcher struct {
+	Client *http.Client
+}
+
+// NewNetFetcher returns a NetFetcher with its own transport.
+func NewNetFetcher() *NetFetcher {
+	return &NetFetcher{Client: &http.Client{
+		Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConnsPerHost: 64,
+			ForceAttemptHTTP2:   true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// Fetch sends the GET.
+func (f *NetFetcher) Fetch(ctx context.Context, r Request) (*Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	if r.Range != "" {
+		req.Header.Set("Range", r.Range)
+	}
+	for k, v := range r.Header {
+		req.Header.Set(k, v)
+	}
+	resp, err := f.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	h := make(map[string]string, len(resp.Header))
+	for k, v := range resp.Header {
+		h[strings.ToLower(k)] = strings.Join(v, ", ")
+	}
+	return &Response{Status: resp.StatusCode, Header: h, Body: resp.Body, URL: r.URL}, nil
+}

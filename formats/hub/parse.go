@@ -1,0 +1,130 @@
+package hub
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// SourceKind tells which of the SOURCE forms a string is.
+type SourceKind int
+
+const (
+	KindRepo     SourceKind = iota // a model repo: ORG/NAME, https://hub/ORG/NAME[/tree/REV]
+	KindRepoFile                   // one file of a repo: .../blob/REV/PATH or .../resolve/REV/PATH
+	KindURL                        // any other http(s) URL of one .safetensors file
+)
+
+// Spec is a parsed remote SOURCE.
+type Spec struct {
+	Kind     SourceKind
+	Endpoint string // the hub, for KindRepo and KindRepoFile
+	Repo     string // ORG/NAME
+	Rev      string // "" means main
+	Path     string // the file, for KindRepoFile
+	URL      string // for KindURL
+}
+
+// ParseSource reads a remote SOURCE against a default endpoint (used for
+// the ORG/NAME form; a full URL names its own hub). A URL on the endpoint's
+// host, or on huggingface.co / hf.co, is read with the hub's URL layout.
+// Local paths are the caller's business: check them first.
+func ParseSource(s, endpoint string) (Spec, error) {
+	if endpoint == "" {
+		endpoint = DefaultEndpoint
+	}
+	endpoint = strings.TrimRight(endpoint, "/")
+	if !strings.Contains(s, "://") {
+		repo, rev, _ := strings.Cut(s, "@")
+		if err := checkRepoID(repo); err != nil {
+			return Spec{}, fmt.Errorf("%s: not a local path, and %v", s, err)
+		}
+		return Spec{Kind: KindRepo, Endpoint: endpoint, Repo: repo, Rev: rev}, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Spec{}, fmt.Errorf("%s: not an http(s) URL", s)
+	}
+	ep, _ := url.Parse(endpoint)
+	onHub := u.Host == ep.Host || u.Host == "huggingface.co" || u.Host == "hf.co" || u.Host == "www.huggingface.co"
+	if !onHub && hubLayout(u.Path) {
+		onHub = true // another hub (a mirror, a local one): its own host is the endpoint
+	}
+	if !onHub {
+		if !strings.HasSuffix(u.Path, ".safetensors") {
+			return Spec{}, fmt.Errorf("%s: a URL off the hub must name one .safetensors file", s)
+		}
+		return Spec{Kind: KindURL, URL: s}, nil
+	}
+	hubURL := u.Scheme + "://" + u.Host
+	if u.Host == ep.Host {
+		hubURL = endpoint // keep a path prefix the endpoint may have
+	}
+	p := strings.Trim(strings.TrimPrefix(u.EscapedPath(), strings.TrimRight(endpointPath(hubURL), "/")), "/")
+	parts := strings.Split(p, "/")
+	for i, part := range parts {
+		if v, err := url.PathUnescape(part); err == nil {
+			parts[i] = v
+		}
+	}
+	if len(parts) > 0 && parts[0] == "models" {
+		parts = parts[1:]
+	}
+	if len(parts) < 2 {
+		return Spec{}, fmt.Errorf("%s: want https://HUB/ORG/NAME", s)
+	}
+	spec := Spec{Kind: KindRepo, Endpoint: hubURL, Repo: parts[0] + "/" + parts[1]}
+	if err := checkRepoID(spec.Repo); err != nil {
+		return Spec{}, fmt.Errorf("%s: %v", s, err)
+	}
+	rest := parts[2:]
+	switch {
+	case len(rest) == 0:
+	case rest[0] == "tree" && len(rest) >= 2:
+		spec.Rev = rest[1]
+	case (rest[0] == "blob" || rest[0] == "resolve") && len(rest) >= 3:
+		spec.Kind, spec.Rev, spec.Path = KindRepoFile, rest[1], strings.Join(rest[2:], "/")
+	default:
+		return Spec{}, fmt.Errorf("%s: want ORG/NAME, /tree/REV, /blob/REV/PATH or /resolve/REV/PATH after the hub", s)
+	}
+	return spec, nil
+}
+
+func endpointPath(e string) string {
+	u, err := url.Parse(e)
+	if err != nil {
+		return ""
+	}
+	return u.Path
+}
+
+func checkRepoID(id string) error {
+	org, name, ok := strings.Cut(id, "/")
+	if !ok || org == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("%q is not ORG/NAME", id)
+	}
+	for _, part := range []string{org, name} {
+		if part == "." || part == ".." {
+			return fmt.Errorf("%q is not ORG/NAME", id)
+		}
+		for _, r := range part {
+			if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return fmt.Errorf("%q is not ORG/NAME: character %q", id, r)
+			}
+		}
+	}
+	return nil
+}
+
+// hubLayout reports whether a URL path reads /ORG/NAME/{tree,blob,resolve}/REV/...
+func hubLayout(p string) bool {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	if len(parts) < 4 {
+		return false
+	}
+	switch parts[2] {
+	case "tree", "blob", "resolve":
+		return checkRepoID(parts[0]+"/"+parts[1]) == nil
+	}
+	return false
+}

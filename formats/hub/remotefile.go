@@ -1,0 +1,232 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// RemoteFile is an io.ReaderAt over HTTP Range requests. It fills the buffer
+// or returns an error, is safe for parallel calls, follows the hub's redirect
+// once and reuses the resolved URL, refuses to mix two versions of the file
+// (ETag), and keeps recent ranges so that neighbouring reads do not refetch.
+type RemoteFile struct {
+	c    *Client
+	ctx  context.Context
+	url  string // the hub URL (resolve/...)
+	name string // for messages
+
+	mu       sync.Mutex
+	resolved string // the URL that last answered (the CDN's, after a redirect)
+	etag     string
+	size     int64
+	blocks   []block // most recent last
+	cached   int64
+}
+
+type block struct {
+	off  int64
+	data []byte
+}
+
+const (
+	minRead    = 16 << 10 // small reads are widened to this, for neighbours
+	cacheLimit = 16 << 20 // per file
+)
+
+// NewRemoteFile reads url, whose size is known (size ≥ 0) or learnt from the
+// first response (size < 0). ctx bounds every read made through it.
+func (c *Client) NewRemoteFile(ctx context.Context, url, name string, size int64) *RemoteFile {
+	return &RemoteFile{c: c, ctx: ctx, url: url, name: name, size: size}
+}
+
+// Size is the file's size, -1 until a response has told it.
+func (f *RemoteFile) Size() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.size
+}
+
+// ReadAt reads len(p) bytes at off.
+func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%s: negative offset", f.name)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	f.mu.Lock()
+	size := f.size
+	if n, ok := f.fromCache(p, off); ok {
+		f.mu.Unlock()
+		return n, nil
+	}
+	f.mu.Unlock()
+	if size >= 0 && off >= size {
+		return 0, io.EOF
+	}
+	want := int64(len(p))
+	if size >= 0 && off+want > size {
+		want = size - off
+	}
+	fetch := max(want, minRead)
+	if size >= 0 {
+		fetch = min(fetch, size-off)
+	}
+	data, err := f.fetch(off, fetch)
+	if err != nil {
+		return 0, err
+	}
+	n := copy(p, data)
+	f.mu.Lock()
+	f.remember(off, data)
+	size = f.size
+	f.mu.Unlock()
+	if n < len(p) {
+		if size >= 0 && off+int64(n) >= size {
+			return n, io.EOF
+		}
+		return n, fmt.Errorf("%s: short read at %d: %w", f.name, off, io.ErrUnexpectedEOF)
+	}
+	return n, nil
+}
+
+func (f *RemoteFile) fromCache(p []byte, off int64) (int, bool) {
+	for i := len(f.blocks) - 1; i >= 0; i-- {
+		b := f.blocks[i]
+		if off >= b.off && off+int64(len(p)) <= b.off+int64(len(b.data)) {
+			return copy(p, b.data[off-b.off:]), true
+		}
+	}
+	return 0, false
+}
+
+func (f *RemoteFile) remember(off int64, data []byte) {
+	f.blocks = append(f.blocks, block{off: off, data: data})
+	f.cached += int64(len(data))
+	for f.cached > cacheLimit && len(f.blocks) > 1 {
+		f.cached -= int64(len(f.blocks[0].data))
+		f.blocks = f.blocks[1:]
+	}
+}
+
+// fetch gets exactly n bytes at off (fewer only at the end of the file).
+func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
+	var out []byte
+	err := f.c.do(f.ctx, func(ctx context.Context) error {
+		f.mu.Lock()
+		u := f.resolved
+		f.mu.Unlock()
+		if u == "" {
+			u = f.url
+		}
+		data, m, err := f.c.readRange(ctx, u, off, n)
+		if err != nil && u != f.url {
+			// A resolved CDN URL can expire: go back to the hub once.
+			var he *HTTPError
+			if errors.As(err, &he) && (he.Status == 403 || he.Status == 404 || he.Status == 410) {
+				u = f.url
+				data, m, err = f.c.readRange(ctx, u, off, n)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if m.etag != "" {
+			if f.etag != "" && f.etag != m.etag {
+				return fmt.Errorf("%s: ETag %s, earlier %s: %w (never mixing two versions of a file)", f.name, m.etag, f.etag, ErrChanged)
+			}
+			f.etag = m.etag
+		}
+		if m.size >= 0 {
+			if f.size >= 0 && f.size != m.size {
+				return fmt.Errorf("%s: size %d, earlier %d: %w", f.name, m.size, f.size, ErrChanged)
+			}
+			f.size = m.size
+		}
+		if m.final != "" {
+			f.resolved = m.final
+		}
+		out = data
+		return nil
+	})
+	return out, err
+}
+
+// readRange sends one ranged GET (plus redirect hops) and reads the body.
+// A server that ignores Range and answers 200 is read only as far as needed.
+func (c *Client) readRange(ctx context.Context, u string, off, n int64) ([]byte, meta, error) {
+	resp, m, err := c.roundTrip(ctx, u, fmt.Sprintf("bytes=%d-%d", off, off+n-1))
+	if err != nil {
+		return nil, m, err
+	}
+	defer resp.Body.Close()
+	skip := int64(0)
+	switch resp.Status {
+	case 206:
+		start, end, total, ok := parseContentRange(resp.Get("content-range"))
+		if !ok || start != off || end < start {
+			return nil, m, &permanentError{fmt.Errorf("GET %s: Content-Range %q does not answer bytes=%d-%d", redact(u), resp.Get("content-range"), off, off+n-1)}
+		}
+		if total >= 0 {
+			m.size = total
+		}
+		n = min(n, end-start+1)
+	case 200:
+		skip = off // the whole file: read through to the range, then stop
+		if cl := resp.Get("content-length"); cl != "" {
+			if total, err := strconv.ParseInt(cl, 10, 64); err == nil {
+				m.size = total
+				n = max(min(n, total-off), 0)
+			}
+		}
+	}
+	if skip > 0 {
+		if _, err := io.CopyN(io.Discard, resp.Body, skip); err != nil {
+			return nil, m, fmt.Errorf("GET %s: skipping to %d of a full-body answer: %w", redact(u), skip, err)
+		}
+	}
+	buf := make([]byte, n)
+	got, err := io.ReadFull(resp.Body, buf)
+	if err != nil {
+		return nil, m, fmt.Errorf("GET %s: body ended after %d of %d bytes: %w", redact(u), got, n, io.ErrUnexpectedEOF)
+	}
+	return buf, m, nil
+}
+
+// parseContentRange reads "bytes a-b/size" (size may be "*").
+func parseContentRange(v string) (start, end, total int64, ok bool) {
+	rest, found := strings.CutPrefix(strings.TrimSpace(v), "bytes ")
+	if !found {
+		return 0, 0, 0, false
+	}
+	rng, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, 0, false
+	}
+	a, b, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	var err1, err2 error
+	start, err1 = strconv.ParseInt(a, 10, 64)
+	end, err2 = strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, 0, false
+	}
+	total = -1
+	if tot != "*" {
+		t, err := strconv.ParseInt(tot, 10, 64)
+		if err != nil {
+			return 0, 0, 0, false
+		}
+		total = t
+	}
+	return start, end, total, true
+}
