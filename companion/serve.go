@@ -56,9 +56,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		mux.Handle("/api/", h)
-		mux.Handle("/cdn/", h)
-		mux.Handle("/{org}/{name}/resolve/", h)
+		mux.Handle("/", h) // everything the page does not claim is the hub's layout
 		what += ", local hub of " + dir
 	}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

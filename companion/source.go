@@ -48,10 +48,15 @@ func openSource(ctx context.Context, source string, sf sourceFlags) (hub.Source,
 	return c.OpenRepo(ctx, spec.Repo, rev), nil
 }
 
+// loadCheckpoint reads a SOURCE's inventory. Locally it also reads the
+// 16-byte weight_shape tensors for exact logical widths; remotely each would
+// cost a request, so widths are inferred from the packed width and the
+// scales, and a CT-004 note says so.
 func loadCheckpoint(ctx context.Context, source string, sf sourceFlags) (*checkpoint.Checkpoint, error) {
 	src, err := openSource(ctx, source, sf)
 	if err != nil {
 		return nil, err
 	}
-	return checkpoint.Load(ctx, src, checkpoint.Options{ReadShapeTensors: true})
+	_, local := src.(interface{ Local() bool })
+	return checkpoint.Load(ctx, src, checkpoint.Options{ReadShapeTensors: local})
 }

@@ -263,7 +263,9 @@ type URLFile struct {
 }
 
 // OpenURL returns a Source holding the one file at u.
-func (c *Client) OpenURL(ctx context.Context, u string) *URLFile { return &URLFile{c: c, ctx: ctx, URL: u} }
+func (c *Client) OpenURL(ctx context.Context, u string) *URLFile {
+	return &URLFile{c: c, ctx: ctx, URL: u}
+}
 
 // Name is the URL.
 func (u *URLFile) Name() string { return redact(u.URL) }

@@ -194,3 +194,9 @@ func OpenLocal(path string) (Source, error) {
 	}
 	return &SingleFile{FilePath: path}, nil
 }
+
+// Local marks the local sources, whose small reads cost no request.
+func (d *Dir) Local() bool { return true }
+
+// Local marks the local sources, whose small reads cost no request.
+func (s *SingleFile) Local() bool { return true }

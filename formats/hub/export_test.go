@@ -1,0 +1,5 @@
+package hub_test
+
+import "io"
+
+func errEOF() error { return io.EOF }

@@ -1,0 +1,390 @@
+package hub_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quantscope/quantscope/companion/localhub"
+	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/synth"
+)
+
+type env struct {
+	dir  string
+	srv  *httptest.Server
+	hub  *localhub.Server
+	mu   sync.Mutex
+	gets map[string]int // ranged file GETs answered, by repo path
+}
+
+func newEnv(t *testing.T, opt localhub.Options, repos ...*synth.Repo) *env {
+	t.Helper()
+	e := &env{dir: t.TempDir(), gets: map[string]int{}}
+	for _, r := range repos {
+		if err := r.WriteDir(filepath.Join(e.dir, filepath.FromSlash(r.ID))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inner := opt.Faults
+	opt.Faults = func(r *http.Request, p string, n int) localhub.Fault {
+		e.mu.Lock()
+		e.gets[p]++
+		e.mu.Unlock()
+		if inner != nil {
+			return inner(r, p, n)
+		}
+		return localhub.Fault{}
+	}
+	h, err := localhub.New(e.dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.hub = h
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *env) client(t *testing.T, opts ...hub.Option) *hub.Client {
+	t.Helper()
+	c, err := hub.NewClient(append([]hub.Option{hub.WithEndpoint(e.srv.URL), hub.WithBackoff(time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func loadRemote(t *testing.T, src hub.Source) *checkpoint.Checkpoint {
+	t.Helper()
+	return loadWith(t, src, checkpoint.Options{})
+}
+
+func loadWith(t *testing.T, src hub.Source, opt checkpoint.Options) *checkpoint.Checkpoint {
+	t.Helper()
+	c, err := checkpoint.Load(context.Background(), src, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// comparable drops what legitimately differs between a local and a remote read.
+func comparable(t *testing.T, inv *checkpoint.Inventory) string {
+	inv.Source, inv.Fetch = "", hub.Stats{}
+	b, err := json.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestRemoteInventoryEqualsLocal(t *testing.T) {
+	repos := synth.All()
+	e := newEnv(t, localhub.Options{PageSize: 7}, repos...) // small pages: every listing paginates
+	for _, r := range repos {
+		t.Run(r.ID, func(t *testing.T) {
+			// With the same options the two reads give the same inventory; the
+			// exact shapes (16-byte weight_shape reads) are checked too.
+			exact := checkpoint.Options{ReadShapeTensors: true}
+			local := loadWith(t, &hub.Dir{Root: filepath.Join(e.dir, filepath.FromSlash(r.ID))}, exact)
+			remoteExact := loadWith(t, e.client(t).OpenRepo(context.Background(), r.ID, ""), exact)
+			if a, b := comparable(t, local.Inventory()), comparable(t, remoteExact.Inventory()); a != b {
+				t.Fatalf("remote inventory differs from local:\nlocal  %.400s\nremote %.400s", a, b)
+			}
+			localHeaders := loadRemote(t, &hub.Dir{Root: filepath.Join(e.dir, filepath.FromSlash(r.ID))})
+			c := e.client(t)
+			remote := loadRemote(t, c.OpenRepo(context.Background(), r.ID, ""))
+			if a, b := comparable(t, localHeaders.Inventory()), comparable(t, remote.Inventory()); a != b {
+				t.Fatalf("headers-only remote inventory differs from local:\nlocal  %.400s\nremote %.400s", a, b)
+			}
+			// Requests: the listing pages, the config files, then per shard one
+			// ranged GET and its redirect hop.
+			pages := (len(r.Files) + countDirs(r) + 6) / 7
+			configs := 0
+			shards := 0
+			for p := range r.Files {
+				switch {
+				case strings.HasSuffix(p, ".json"):
+					configs++
+				case strings.HasSuffix(p, ".safetensors"):
+					shards++
+				}
+			}
+			st := c.Stats()
+			if want := int64(pages + configs + 2*shards); st.Requests > want {
+				t.Errorf("%d requests, want at most %d (%d pages, %d configs, %d shards)", st.Requests, want, pages, configs, shards)
+			}
+		})
+	}
+}
+
+func countDirs(r *synth.Repo) int {
+	dirs := map[string]bool{}
+	for p := range r.Files {
+		for d := filepath.Dir(p); d != "."; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	return len(dirs)
+}
+
+func TestResolvedURLReusedAndCached(t *testing.T) {
+	r := synth.CTW4A16()
+	e := newEnv(t, localhub.Options{}, r)
+	c := e.client(t)
+	ck := loadRemote(t, c.OpenRepo(context.Background(), r.ID, ""))
+	before := c.Stats().Requests
+	inv := ck.Inventory()
+	last := inv.Tensors[len(inv.Tensors)-1] // the end of the file, far from the header
+	if _, err := ck.ReadTensor(last.Name, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Stats().Requests - before; got != 1 {
+		t.Fatalf("a later read of a resolved file took %d requests, want 1 (straight to the CDN URL)", got)
+	}
+	if _, err := ck.ReadTensor(last.Name, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Stats().Requests - before; got != 1 {
+		t.Fatalf("a neighbouring read refetched (%d requests)", got)
+	}
+}
+
+func TestLargeHeaderTakesTwoReads(t *testing.T) {
+	// No index, and a header over the 100 KB first read.
+	var ts []safetensors.WriteTensor
+	for i := range 1500 {
+		ts = append(ts, safetensors.WriteTensor{Name: fmt.Sprintf("model.layers.%d.some.rather.long.tensor.name.weight", i), DType: safetensors.BF16, Shape: []uint64{2}, Data: make([]byte, 4)})
+	}
+	b, err := safetensors.Encode(ts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, localhub.Options{})
+	dir := filepath.Join(e.dir, "org", "big")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "model.safetensors"), b, 0o644)
+	c := e.client(t)
+	ck := loadRemote(t, c.OpenRepo(context.Background(), "org/big", ""))
+	if len(ck.TensorNames()) != 1500 {
+		t.Fatalf("%d tensors", len(ck.TensorNames()))
+	}
+	if n := e.gets["model.safetensors"]; n != 2 {
+		t.Fatalf("%d ranged reads of the shard, want exactly 2", n)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	r := synth.AWQInt4()
+	const shard = "model.safetensors"
+	cases := []struct {
+		name  string
+		fault func(n int) localhub.Fault
+		opts  []hub.Option
+		check func(t *testing.T, err error, c *hub.Client)
+	}{
+		{"429 with Retry-After", func(n int) localhub.Fault {
+			if n == 1 {
+				return localhub.Fault{Status: 429, RetryAfter: "1"}
+			}
+			return localhub.Fault{}
+		}, nil, func(t *testing.T, err error, c *hub.Client) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"500 then success", func(n int) localhub.Fault {
+			if n <= 2 {
+				return localhub.Fault{Status: 500}
+			}
+			return localhub.Fault{}
+		}, nil, func(t *testing.T, err error, c *hub.Client) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"500 forever", func(n int) localhub.Fault { return localhub.Fault{Status: 503} }, []hub.Option{hub.WithRetries(2)},
+			func(t *testing.T, err error, c *hub.Client) {
+				var he *hub.HTTPError
+				if !errors.As(err, &he) || he.Status != 503 || !strings.Contains(err.Error(), shard) {
+					t.Fatalf("got %v", err)
+				}
+			}},
+		{"reset mid-body", func(n int) localhub.Fault {
+			if n == 1 {
+				return localhub.Fault{ResetAfter: 100}
+			}
+			return localhub.Fault{}
+		}, nil, func(t *testing.T, err error, c *hub.Client) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"range ignored", func(n int) localhub.Fault { return localhub.Fault{IgnoreRange: true} }, nil,
+			func(t *testing.T, err error, c *hub.Client) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st := c.Stats(); st.Bytes > 200_000 {
+					t.Fatalf("read %d bytes of a full-body answer; only the header was needed", st.Bytes)
+				}
+			}},
+		{"ETag change", func(n int) localhub.Fault {
+			if n >= 2 {
+				return localhub.Fault{ETag: `"other-version"`}
+			}
+			return localhub.Fault{}
+		}, nil, func(t *testing.T, err error, c *hub.Client) {
+			if !errors.Is(err, hub.ErrChanged) {
+				t.Fatalf("got %v, want ErrChanged", err)
+			}
+		}},
+		{"slow body past the timeout", func(n int) localhub.Fault { return localhub.Fault{SlowBody: 2 * time.Second} },
+			[]hub.Option{hub.WithTimeout(150 * time.Millisecond), hub.WithRetries(1)}, func(t *testing.T, err error, c *hub.Client) {
+				if err == nil || !strings.Contains(err.Error(), "within") {
+					t.Fatalf("got %v", err)
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, localhub.Options{Faults: func(req *http.Request, p string, n int) localhub.Fault {
+				if p != shard {
+					return localhub.Fault{}
+				}
+				return tc.fault(n)
+			}}, r)
+			c := e.client(t, tc.opts...)
+			ck, err := checkpoint.Load(context.Background(), c.OpenRepo(context.Background(), r.ID, ""), checkpoint.Options{})
+			if err == nil && tc.name == "ETag change" {
+				// the header came in one read; the change shows on the next read
+				m, _ := ck.Module("model.layers.0.mlp.up_proj")
+				qw, _ := m.Info("qweight")
+				_, err = ck.ReadTensor(qw.Name, 0, int64(qw.NBytes))
+			}
+			if ck != nil {
+				defer ck.Close()
+			}
+			tc.check(t, err, c)
+		})
+	}
+}
+
+func TestGated(t *testing.T) {
+	r := synth.GPTQInt4()
+	e := newEnv(t, localhub.Options{}, r)
+	os.WriteFile(filepath.Join(e.dir, filepath.FromSlash(r.ID), localhub.GatedFile), []byte("hf_secret\n"), 0o644)
+	_, err := checkpoint.Load(context.Background(), e.client(t).OpenRepo(context.Background(), r.ID, ""), checkpoint.Options{})
+	var he *hub.HTTPError
+	if !errors.As(err, &he) || he.Status != 401 || !strings.Contains(err.Error(), r.ID) || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("without a token: %v", err)
+	}
+	if strings.Contains(err.Error(), "hf_secret") {
+		t.Fatal("error shows the token")
+	}
+	_, err = checkpoint.Load(context.Background(), e.client(t, hub.WithToken("wrong")).OpenRepo(context.Background(), r.ID, ""), checkpoint.Options{})
+	if !errors.As(err, &he) || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("wrong token: %v", err)
+	}
+	ck := loadRemote(t, e.client(t, hub.WithToken("hf_secret")).OpenRepo(context.Background(), r.ID, ""))
+	if len(ck.Modules) == 0 {
+		t.Fatal("no modules with the token")
+	}
+}
+
+func TestIndexNamesMissingShard(t *testing.T) {
+	r := synth.DeepSeekFP8()
+	e := newEnv(t, localhub.Options{}, r)
+	os.Remove(filepath.Join(e.dir, filepath.FromSlash(r.ID), "model-00002-of-00002.safetensors"))
+	_, err := checkpoint.Load(context.Background(), e.client(t).OpenRepo(context.Background(), r.ID, ""), checkpoint.Options{})
+	if err == nil || !strings.Contains(err.Error(), "model-00002-of-00002.safetensors") || !strings.Contains(err.Error(), "index-missing-shard") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestSourcesForms(t *testing.T) {
+	r := synth.ModelOptNVFP4()
+	e := newEnv(t, localhub.Options{}, r)
+	c := e.client(t)
+	ctx := context.Background()
+	whole := loadRemote(t, c.OpenRepo(ctx, r.ID, "main")).Inventory()
+	for name, src := range map[string]hub.Source{
+		"repo file": c.OpenRepoFile(ctx, r.ID, "main", "model.safetensors"),
+		"plain url": c.OpenURL(ctx, e.srv.URL+"/"+r.ID+"/resolve/main/model.safetensors"),
+	} {
+		inv := loadRemote(t, src).Inventory()
+		if inv.Summary.Tensors != whole.Summary.Tensors || inv.Summary.Parameters != whole.Summary.Parameters {
+			t.Errorf("%s: %+v", name, inv.Summary)
+		}
+		if name == "repo file" && inv.Scheme.Method != "modelopt" {
+			t.Errorf("repo file: the repo's configs were not read: %+v", inv.Scheme)
+		}
+	}
+	if _, err := checkpoint.Load(ctx, c.OpenRepoFile(ctx, r.ID, "main", "nope.safetensors"), checkpoint.Options{}); err == nil {
+		t.Error("missing file accepted")
+	}
+}
+
+// Parallel ReadAt calls on one RemoteFile fill their buffers correctly.
+func TestRemoteFileParallel(t *testing.T) {
+	r := synth.GPTOSSMXFP4()
+	e := newEnv(t, localhub.Options{}, r)
+	c := e.client(t)
+	data := r.Files["model.safetensors"]
+	f := c.NewRemoteFile(context.Background(), e.srv.URL+"/"+r.ID+"/resolve/main/model.safetensors", "model.safetensors", int64(len(data)))
+	var wg sync.WaitGroup
+	var bad atomic.Int32
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			off := int64(i) * int64(len(data)) / 33
+			buf := make([]byte, 70_000)
+			n, err := f.ReadAt(buf, off)
+			if err != nil || n != len(buf) || string(buf) != string(data[off:off+int64(len(buf))]) {
+				bad.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if bad.Load() != 0 {
+		t.Fatalf("%d parallel reads wrong", bad.Load())
+	}
+	buf := make([]byte, 100)
+	if n, err := f.ReadAt(buf, int64(len(data))-10); n != 10 || !errors.Is(err, errEOF()) {
+		t.Fatalf("read past the end: %d %v", n, err)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	for _, opts := range [][]hub.Option{
+		{hub.WithEndpoint("ftp://x")},
+		{hub.WithEndpoint("http://a"), hub.WithEndpoint("http://b")},
+		{hub.WithParallel(0)},
+		{hub.WithRetries(-1)},
+		{hub.WithTimeout(0)},
+		{hub.WithFetcher(nil)},
+		{hub.WithDefaultPrefix(4)},
+	} {
+		if _, err := hub.NewClient(opts...); err == nil {
+			t.Errorf("options accepted")
+		}
+	}
+	if _, err := hub.NewClient(hub.WithEndpoint("http://a/"), hub.WithEndpoint("http://a")); err != nil {
+		t.Errorf("the same endpoint twice: %v", err)
+	}
+}
