@@ -4,7 +4,7 @@ BIN     := bin/quantscope
 DEMO    := .cache/demo
 FUZZTIME ?= 60s
 
-.PHONY: all build run test vet bench fuzz demo clean
+.PHONY: all build run test vet bench bench-hub fuzz demo clean
 
 all: build
 
@@ -39,3 +39,9 @@ fuzz:
 
 clean:
 	rm -rf bin out .cache
+
+# quantscope inspect against the npm client on an 80-shard repo served by the
+# local hub with 50 ms latency; installs the pinned npm package first.
+bench-hub: build
+	npm install --prefix bench/hub --no-audit --no-fund --loglevel=error
+	$(GO) run ./bench/hub

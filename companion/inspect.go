@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -44,12 +43,7 @@ func cmdInspect(ctx context.Context, args []string, stdout io.Writer) error {
 	defer c.Close()
 	inv := c.Inventory()
 	if *asJSON {
-		b, err := json.Marshal(inv)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
-		return err
+		return inv.WriteJSON(stdout)
 	}
 	return printInventory(stdout, inv)
 }

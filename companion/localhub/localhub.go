@@ -63,7 +63,17 @@ type Server struct {
 	bytes    atomic.Int64
 	mu       sync.Mutex
 	perPath  map[string]int
+	listings map[string]listing // repo folder → its files, briefly cached
 }
+
+// listing is a repo's file list as of a moment; resolve answers read its
+// commit id on every request, and walking the folder each time is wasted.
+type listing struct {
+	files []entry
+	at    time.Time
+}
+
+const listingTTL = time.Second
 
 // New serves root. root must exist.
 func New(root string, opt Options) (*Server, error) {
@@ -77,7 +87,7 @@ func New(root string, opt Options) (*Server, error) {
 	if opt.PageSize <= 0 {
 		opt.PageSize = 1000
 	}
-	return &Server{root: abs, opt: opt, perPath: map[string]int{}}, nil
+	return &Server{root: abs, opt: opt, perPath: map[string]int{}, listings: map[string]listing{}}, nil
 }
 
 // route is a request path split into the hub's parts.
@@ -114,6 +124,8 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		s.cdn(w, r, route{org: at(1), name: at(2), rev: at(3), path: rest(4)})
 	case at(2) == "resolve" && len(seg) >= 5:
 		s.resolve(w, r, route{org: at(0), name: at(1), rev: at(3), path: rest(4)})
+	case at(2) == "raw" && len(seg) >= 5:
+		s.cdn(w, r, route{org: at(0), name: at(1), rev: at(3), path: rest(4)})
 	default:
 		httpError(w, http.StatusNotFound, "not found")
 	}
@@ -274,6 +286,20 @@ func (s *Server) files(dir string) ([]entry, error) {
 	return out, err
 }
 
+func (s *Server) cachedFiles(dir string) []entry {
+	s.mu.Lock()
+	l, ok := s.listings[dir]
+	s.mu.Unlock()
+	if ok && time.Since(l.at) < listingTTL {
+		return l.files
+	}
+	files, _ := s.files(dir)
+	s.mu.Lock()
+	s.listings[dir] = listing{files: files, at: time.Now()}
+	s.mu.Unlock()
+	return files
+}
+
 // commit is a stable id of the repo's current content.
 func commit(files []entry) string {
 	h := sha1.New()
@@ -431,7 +457,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, rt route) {
 	if !ok {
 		return
 	}
-	files, _ := s.files(dir)
+	files := s.cachedFiles(dir)
 	h := w.Header()
 	h.Set("X-Repo-Commit", commit(files))
 	if isLFS(f.path) {
@@ -510,6 +536,9 @@ func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, f entry, rea
 		w.WriteHeader(http.StatusPartialContent)
 	} else {
 		w.WriteHeader(http.StatusOK)
+	}
+	if r.Method == http.MethodHead {
+		return
 	}
 	if fault.SlowBody > 0 {
 		if fl, ok := w.(http.Flusher); ok {

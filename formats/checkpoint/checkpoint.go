@@ -8,12 +8,10 @@ package checkpoint
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -60,6 +58,7 @@ type Checkpoint struct {
 	Findings []scheme.Finding
 
 	tensors  []scheme.TensorInfo
+	locs     []tensorLoc // locs[i] is where tensors[i] is stored
 	location map[string]tensorLoc
 	byModule map[string]*scheme.Module
 }
@@ -96,14 +95,25 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		}
 		return b, err
 	}
-	if c.Config, err = readJSON("config.json"); err != nil {
-		return nil, err
+	if p, ok := src.(hub.Preparer); ok {
+		p.Prepare(ctx, likelyShards(files, sizes))
 	}
-	if c.HFQuant, err = readJSON("hf_quant_config.json"); err != nil {
-		return nil, err
+	// The three JSON files are independent: fetch them together.
+	var idx []byte
+	var wg sync.WaitGroup
+	var errs [3]error
+	for i, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{"config.json", &c.Config}, {"hf_quant_config.json", &c.HFQuant}, {indexFile, &idx}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			*f.dst, errs[i] = readJSON(f.name)
+		}()
 	}
-	idx, err := readJSON(indexFile)
-	if err != nil {
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
 	var shardPaths []string
@@ -112,8 +122,7 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		if c.Index, err = parseIndex(idx); err != nil {
 			return nil, err
 		}
-		for name, file := range c.Index.WeightMap {
-			p := path.Join(path.Dir(indexFile), file)
+		for name, p := range c.Index.WeightMap { // the index sits at the root: its paths are repo paths
 			h, seen := perShard[p]
 			if !seen {
 				shardPaths = append(shardPaths, p)
@@ -145,6 +154,13 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		c.Close()
 		return nil, err
 	}
+	n := 0
+	for _, s := range c.Shards {
+		n += len(s.Header.Tensors)
+	}
+	c.location = make(map[string]tensorLoc, n)
+	c.tensors = make([]scheme.TensorInfo, 0, n)
+	c.locs = make([]tensorLoc, 0, n)
 	for _, s := range c.Shards {
 		for i := range s.Header.Tensors {
 			t := &s.Header.Tensors[i]
@@ -154,6 +170,7 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 				continue
 			}
 			c.location[t.Name] = tensorLoc{shard: s, t: t}
+			c.locs = append(c.locs, tensorLoc{shard: s, t: t})
 			c.tensors = append(c.tensors, scheme.TensorInfo{Name: t.Name, DType: t.DType, Shape: t.Shape, NBytes: t.NBytes()})
 		}
 	}
@@ -172,32 +189,21 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 	return c, nil
 }
 
-func parseIndex(b []byte) (*Index, error) {
-	var raw struct {
-		Metadata  map[string]any    `json:"metadata"`
-		WeightMap map[string]string `json:"weight_map"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%s: rule index-json: %v", indexFile, err)
-	}
-	if raw.WeightMap == nil {
-		return nil, fmt.Errorf("%s: rule index-json: no weight_map", indexFile)
-	}
-	idx := &Index{WeightMap: raw.WeightMap}
-	for name, file := range raw.WeightMap {
-		if file == "" || !fs.ValidPath(file) {
-			return nil, fmt.Errorf("%s: tensor %q: rule index-json: shard path %q is not a relative path inside the repo", indexFile, name, file)
+// likelyShards guesses, before the index is read, which files it will name:
+// with an index, the files of the hub's sharded naming (…-00001-of-00009…);
+// without one, every .safetensors file.
+func likelyShards(files []hub.File, sizes map[string]int64) []string {
+	_, indexed := sizes[indexFile]
+	var out []string
+	for _, f := range files {
+		if !strings.HasSuffix(f.Path, ".safetensors") {
+			continue
+		}
+		if !indexed || (strings.Contains(f.Path, "-of-") && !strings.Contains(f.Path, "/")) {
+			out = append(out, f.Path)
 		}
 	}
-	if v, ok := raw.Metadata["total_size"]; ok {
-		f, ok := v.(float64)
-		if !ok || f < 0 {
-			return nil, fmt.Errorf("%s: field metadata.total_size: rule index-json: want a non-negative number", indexFile)
-		}
-		n := uint64(f)
-		idx.TotalSize = &n
-	}
-	return idx, nil
+	return out
 }
 
 // shardHint is what the index says a shard holds.

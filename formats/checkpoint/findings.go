@@ -73,27 +73,28 @@ func (c *Checkpoint) checkIndex() []scheme.Finding {
 		out = append(out, scheme.Finding{Rule: RuleIndexTotalSize, Severity: scheme.SeverityWarning,
 			Message: fmt.Sprintf("%s metadata.total_size is %d, the shards' headers hold %d bytes of tensor data (%.2f×)", indexFile, *c.Index.TotalSize, data, float64(*c.Index.TotalSize)/float64(max(data, 1)))})
 	}
-	names := make([]string, 0, len(c.Index.WeightMap))
-	for n := range c.Index.WeightMap {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		file := c.Index.WeightMap[n]
-		loc, ok := c.location[n]
+	listed := 0
+	for _, t := range c.tensors {
+		file, ok := c.Index.WeightMap[t.Name]
+		loc := c.location[t.Name]
 		switch {
 		case !ok:
-			out = append(out, scheme.Finding{Rule: RuleIndexMissingTensor, Severity: scheme.SeverityError, Tensor: n,
-				Message: fmt.Sprintf("weight_map puts the tensor in %s, but no shard holds it", file)})
-		case loc.shard.Path != file:
-			out = append(out, scheme.Finding{Rule: RuleIndexWrongShard, Severity: scheme.SeverityError, Tensor: n,
+			out = append(out, scheme.Finding{Rule: RuleIndexUnlistedTensor, Severity: scheme.SeverityWarning, Tensor: t.Name,
+				Message: fmt.Sprintf("stored in %s but absent from the index's weight_map: loaders that follow the index will not find it", loc.shard.Path)})
+		case file != loc.shard.Path:
+			listed++
+			out = append(out, scheme.Finding{Rule: RuleIndexWrongShard, Severity: scheme.SeverityError, Tensor: t.Name,
 				Message: fmt.Sprintf("weight_map puts the tensor in %s, but it is stored in %s", file, loc.shard.Path)})
+		default:
+			listed++
 		}
 	}
-	for _, t := range c.tensors {
-		if _, ok := c.Index.WeightMap[t.Name]; !ok {
-			out = append(out, scheme.Finding{Rule: RuleIndexUnlistedTensor, Severity: scheme.SeverityWarning, Tensor: t.Name,
-				Message: fmt.Sprintf("stored in %s but absent from the index's weight_map: loaders that follow the index will not find it", c.location[t.Name].shard.Path)})
+	if listed < len(c.Index.WeightMap) { // some names no shard holds (sorted with the rest at the end)
+		for n, file := range c.Index.WeightMap {
+			if _, ok := c.location[n]; !ok {
+				out = append(out, scheme.Finding{Rule: RuleIndexMissingTensor, Severity: scheme.SeverityError, Tensor: n,
+					Message: fmt.Sprintf("weight_map puts the tensor in %s, but no shard holds it", file)})
+			}
 		}
 	}
 	return out

@@ -66,11 +66,8 @@ func (c *Checkpoint) Inventory() *Inventory {
 	s.BytesByFormat = map[string]uint64{}
 	s.BytesByKind = map[string]uint64{}
 	s.ParamsByFormat = map[string]uint64{}
-	roleOf := map[string][2]string{}
+	inv.Tensors = make([]TensorEntry, 0, len(c.tensors))
 	for _, m := range c.Modules {
-		for role, t := range m.Tensors {
-			roleOf[t] = [2]string{m.Name, role}
-		}
 		s.Modules++
 		if m.Quantized {
 			s.QuantizedModules++
@@ -82,17 +79,15 @@ func (c *Checkpoint) Inventory() *Inventory {
 	}
 	for _, sh := range c.Shards {
 		s.HeaderBytes += uint64(sh.Header.DataStart())
-		for _, t := range sh.Header.Tensors {
-			if loc := c.location[t.Name]; loc.shard != sh {
-				continue // a duplicate, reported as a finding
-			}
-			s.Tensors++
-			s.Bytes += t.NBytes()
-			s.BytesByDType[t.DType.String()] += t.NBytes()
-			mr := roleOf[t.Name]
-			inv.Tensors = append(inv.Tensors, TensorEntry{Name: t.Name, File: sh.Path, DType: t.DType.String(), Shape: t.Shape,
-				DataOffsets: [2]uint64{t.Begin, t.End}, Module: mr[0], Role: mr[1]})
-		}
+	}
+	for i := range c.tensors { // in shard then data order, duplicates left out
+		t := &c.tensors[i]
+		loc := c.locs[i]
+		s.Tensors++
+		s.Bytes += t.NBytes
+		s.BytesByDType[t.DType.String()] += t.NBytes
+		inv.Tensors = append(inv.Tensors, TensorEntry{Name: t.Name, File: loc.shard.Path, DType: t.DType.String(), Shape: t.Shape,
+			DataOffsets: [2]uint64{loc.t.Begin, loc.t.End}, Module: t.Module, Role: t.Role})
 	}
 	if s.Parameters > 0 {
 		s.BitsPerWeight = 8 * float64(s.Bytes) / float64(s.Parameters)

@@ -1,8 +1,10 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -219,5 +221,24 @@ func TestFormatCardFile(t *testing.T) {
 	inv := c.Inventory()
 	if inv.Summary.Tensors != 1 || inv.Summary.Bytes != 8 || inv.Tensors[0].DType != "I32" || inv.Tensors[0].DataOffsets != [2]uint64{0, 8} {
 		t.Fatalf("%+v", inv.Summary)
+	}
+}
+
+// WriteJSON streams exactly what json.Marshal would write.
+func TestWriteJSONMatchesMarshal(t *testing.T) {
+	for _, r := range synth.All() {
+		inv := load(t, r).Inventory()
+		inv.Tensors[0].Name = "odd \"name\" <é>\n"
+		want, err := json.Marshal(inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := inv.WriteJSON(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != string(want)+"\n" {
+			t.Fatalf("WriteJSON differs from json.Marshal:\n%.300s\n%.300s", got.String(), want)
+		}
 	}
 }

@@ -259,6 +259,47 @@ func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta,
 	}
 }
 
+// redirectTarget sends one GET (asking for a single byte) and reports where
+// the hub redirects it, following no hop; a file served in place is its own
+// target.
+func (c *Client) redirectTarget(ctx context.Context, u string) (string, meta, error) {
+	m := meta{size: -1}
+	req := Request{URL: u, Range: "bytes=0-0"}
+	if c.token != "" && sameHost(u, c.endpoint) {
+		req.Header = map[string]string{"Authorization": "Bearer " + c.token}
+	}
+	c.requests.Add(1)
+	resp, err := c.fetcher.Fetch(ctx, req)
+	if err != nil {
+		return "", m, fmt.Errorf("GET %s: %w", redact(u), err)
+	}
+	if resp.Redirected { // the browser followed it: resp.URL is the target
+		c.requests.Add(1)
+		drain(resp.Body, c)
+		return resp.URL, m, nil
+	}
+	m.etag = resp.Get("x-linked-etag")
+	if s := resp.Get("x-linked-size"); s != "" {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			m.size = n
+		}
+	}
+	switch resp.Status {
+	case 200, 206:
+		drain(resp.Body, c)
+		return u, m, nil
+	case 301, 302, 303, 307, 308:
+		drain(resp.Body, c)
+		next, err := url.Parse(resp.Get("location"))
+		if err != nil || resp.Get("location") == "" {
+			return "", m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: "redirect without a usable Location"}
+		}
+		base, _ := url.Parse(u)
+		return base.ResolveReference(next).String(), m, nil
+	}
+	return "", m, c.statusError(u, resp)
+}
+
 func drain(b io.ReadCloser, c *Client) {
 	if b == nil {
 		return

@@ -5,17 +5,17 @@ import "testing"
 func TestParseSource(t *testing.T) {
 	const ep = "http://127.0.0.1:9000"
 	for in, want := range map[string]Spec{
-		"org/name":                          {Kind: KindRepo, Endpoint: ep, Repo: "org/name"},
-		"org/name@v1.0":                     {Kind: KindRepo, Endpoint: ep, Repo: "org/name", Rev: "v1.0"},
-		"https://huggingface.co/org/name":   {Kind: KindRepo, Endpoint: "https://huggingface.co", Repo: "org/name"},
-		"https://huggingface.co/org/name/":  {Kind: KindRepo, Endpoint: "https://huggingface.co", Repo: "org/name"},
-		"https://hf.co/org/name/tree/dev":   {Kind: KindRepo, Endpoint: "https://hf.co", Repo: "org/name", Rev: "dev"},
+		"org/name":                         {Kind: KindRepo, Endpoint: ep, Repo: "org/name"},
+		"org/name@v1.0":                    {Kind: KindRepo, Endpoint: ep, Repo: "org/name", Rev: "v1.0"},
+		"https://huggingface.co/org/name":  {Kind: KindRepo, Endpoint: "https://huggingface.co", Repo: "org/name"},
+		"https://huggingface.co/org/name/": {Kind: KindRepo, Endpoint: "https://huggingface.co", Repo: "org/name"},
+		"https://hf.co/org/name/tree/dev":  {Kind: KindRepo, Endpoint: "https://hf.co", Repo: "org/name", Rev: "dev"},
 		"https://huggingface.co/org/name/blob/main/model-00001-of-00002.safetensors": {Kind: KindRepoFile, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "main", Path: "model-00001-of-00002.safetensors"},
-		"https://huggingface.co/org/name/resolve/abc123/sub/dir/x.safetensors":      {Kind: KindRepoFile, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "abc123", Path: "sub/dir/x.safetensors"},
-		"http://127.0.0.1:9000/org/name":                       {Kind: KindRepo, Endpoint: ep, Repo: "org/name"},
-		"http://127.0.0.1:9000/org/name/tree/main":             {Kind: KindRepo, Endpoint: ep, Repo: "org/name", Rev: "main"},
-		"http://mirror.example:81/org/name/resolve/main/a.safetensors": {Kind: KindRepoFile, Endpoint: "http://mirror.example:81", Repo: "org/name", Rev: "main", Path: "a.safetensors"},
-		"https://files.example/some/model.safetensors":         {Kind: KindURL, URL: "https://files.example/some/model.safetensors"},
+		"https://huggingface.co/org/name/resolve/abc123/sub/dir/x.safetensors":       {Kind: KindRepoFile, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "abc123", Path: "sub/dir/x.safetensors"},
+		"http://127.0.0.1:9000/org/name":                                             {Kind: KindRepo, Endpoint: ep, Repo: "org/name"},
+		"http://127.0.0.1:9000/org/name/tree/main":                                   {Kind: KindRepo, Endpoint: ep, Repo: "org/name", Rev: "main"},
+		"http://mirror.example:81/org/name/resolve/main/a.safetensors":               {Kind: KindRepoFile, Endpoint: "http://mirror.example:81", Repo: "org/name", Rev: "main", Path: "a.safetensors"},
+		"https://files.example/some/model.safetensors":                               {Kind: KindURL, URL: "https://files.example/some/model.safetensors"},
 	} {
 		got, err := ParseSource(in, ep)
 		if err != nil {

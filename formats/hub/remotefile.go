@@ -20,12 +20,13 @@ type RemoteFile struct {
 	url  string // the hub URL (resolve/...)
 	name string // for messages
 
-	mu       sync.Mutex
-	resolved string // the URL that last answered (the CDN's, after a redirect)
-	etag     string
-	size     int64
-	blocks   []block // most recent last
-	cached   int64
+	mu        sync.Mutex
+	resolved  string // the URL that last answered (the CDN's, after a redirect)
+	etag      string
+	size      int64
+	blocks    []block // most recent last
+	cached    int64
+	resolving chan struct{} // closed when a Prepare'd redirect lookup ends
 }
 
 type block struct {
@@ -114,8 +115,55 @@ func (f *RemoteFile) remember(off int64, data []byte) {
 	}
 }
 
+// resolve looks up where the hub redirects the file, without reading it,
+// so that the first read can go straight to the CDN. It runs at most once;
+// reads wait for it.
+func (f *RemoteFile) resolve() {
+	f.mu.Lock()
+	if f.resolving != nil || f.resolved != "" {
+		f.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	f.resolving = done
+	f.mu.Unlock()
+	defer close(done)
+	var final string
+	var m meta
+	err := f.c.do(f.ctx, func(ctx context.Context) error {
+		var err error
+		final, m, err = f.c.redirectTarget(ctx, f.url)
+		return err
+	})
+	if err != nil {
+		return // the read will try again through the hub URL and report
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resolved = final
+	if m.etag != "" {
+		f.etag = m.etag
+	}
+	if m.size >= 0 && f.size < 0 {
+		f.size = m.size
+	}
+}
+
+func (f *RemoteFile) waitResolve() {
+	f.mu.Lock()
+	ch := f.resolving
+	f.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-f.ctx.Done():
+		}
+	}
+}
+
 // fetch gets exactly n bytes at off (fewer only at the end of the file).
 func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
+	f.waitResolve()
 	var out []byte
 	err := f.c.do(f.ctx, func(ctx context.Context) error {
 		f.mu.Lock()

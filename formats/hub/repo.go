@@ -22,7 +22,8 @@ type Repo struct {
 	only string // when set, the repo is seen as holding just this file
 
 	mu    sync.Mutex
-	sizes map[string]int64 // from List
+	sizes map[string]int64       // from List
+	open  map[string]*RemoteFile // one RemoteFile a path, so Prepare's lookups are reused
 }
 
 // OpenRepo returns a Source for ORG/NAME at a revision (default "main").
@@ -233,13 +234,47 @@ func (r *Repo) ReadFile(ctx context.Context, p string, limit int64) ([]byte, err
 // Open returns a RemoteFile for a file of the repo. When the size is not
 // known from the listing, the first read of the file tells it.
 func (r *Repo) Open(ctx context.Context, p string) (io.ReaderAt, int64, error) {
+	return r.c.primeSize(r.file(ctx, p))
+}
+
+func (r *Repo) file(ctx context.Context, p string) *RemoteFile {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.open[p]; ok {
+		return f
+	}
 	size, ok := r.sizes[p]
-	r.mu.Unlock()
 	if !ok {
 		size = -1
 	}
-	return r.c.primeSize(r.c.NewRemoteFile(ctx, r.c.resolveURL(r.ID, r.Rev, p), p, size))
+	if r.open == nil {
+		r.open = map[string]*RemoteFile{}
+	}
+	f := r.c.NewRemoteFile(r.ctx, r.c.resolveURL(r.ID, r.Rev, p), p, size)
+	r.open[p] = f
+	return f
+}
+
+// Prepare looks up, in the background, where the hub redirects each file,
+// so that the lookups overlap the reading of the index and configs; the
+// later reads then go straight to the CDN. It costs the same requests as
+// letting the first read follow the redirect.
+//
+// The lookups leave a few of the client's request slots free, so that the
+// config and index requests made meanwhile are not queued behind them.
+func (r *Repo) Prepare(ctx context.Context, paths []string) {
+	files := make(chan *RemoteFile, len(paths))
+	for _, p := range paths {
+		files <- r.file(ctx, p)
+	}
+	close(files)
+	for range max(1, cap(r.c.sem)-4) {
+		go func() {
+			for f := range files {
+				f.resolve()
+			}
+		}()
+	}
 }
 
 // primeSize makes the first read of a file of unknown size: the default

@@ -50,6 +50,12 @@ type StatsSource interface {
 	Stats() Stats
 }
 
+// Preparer is a Source that can start work on files it will be asked to
+// read (a remote one looks up their redirects ahead of time).
+type Preparer interface {
+	Prepare(ctx context.Context, paths []string)
+}
+
 // ErrTooLarge is wrapped when a config file exceeds the caller's limit.
 var ErrTooLarge = errors.New("file larger than the limit")
 

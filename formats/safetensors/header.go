@@ -172,7 +172,7 @@ func parseJSON(file string, js []byte, size int64) (*Header, error) {
 		}
 		return nil, &FormatError{File: file, Offset: 8 + int64(off), Rule: RuleUTF8, Msg: "header is not valid UTF-8"}
 	}
-	s := &scanner{b: js, file: file}
+	s := &scanner{b: string(js), file: file, arena: make([]uint64, 0, len(js)/24)}
 	h := &Header{File: file, Len: uint64(len(js))}
 	if err := s.expect('{', "", "the header object '{'"); err != nil {
 		return nil, err
@@ -335,7 +335,7 @@ func (s *scanner) entry(name string) (Tensor, error) {
 				return t, s.fail(RuleDuplicateKey, name, "data_offsets appears twice")
 			}
 			haveOffsets = true
-			at := s.i
+			at, mark := s.i, len(s.arena)
 			off, err := s.uints(name, RuleOffsets, "data_offsets", 2)
 			if err != nil {
 				return t, err
@@ -345,6 +345,7 @@ func (s *scanner) entry(name string) (Tensor, error) {
 				return t, s.fail(RuleOffsets, name, fmt.Sprintf("data_offsets must hold 2 integers, has %d", len(off)))
 			}
 			t.Begin, t.End = off[0], off[1]
+			s.arena = s.arena[:mark] // offsets need no arena space once read
 		default:
 			return t, s.fail(RuleEntry, name, fmt.Sprintf("unknown field %q in tensor entry", k))
 		}

@@ -10,10 +10,13 @@ import (
 // object whose values are string maps or {dtype, shape, data_offsets} entries.
 // encoding/json cannot report duplicate keys and is several times slower on
 // the 300 KB headers of large shards, so the header grammar is read by hand.
+// The header is held as one string so that names without escapes are
+// substrings of it (no allocation per name), and shapes share one arena.
 type scanner struct {
-	b    []byte
-	i    int
-	file string
+	b     string
+	i     int
+	file  string
+	arena []uint64
 }
 
 func (s *scanner) fail(rule, tensor, msg string) *FormatError {
@@ -70,7 +73,7 @@ func (s *scanner) str(tensor string) (string, error) {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
-			out := string(s.b[start:s.i])
+			out := s.b[start:s.i]
 			s.i++
 			return out, nil
 		case c == '\\':
@@ -205,26 +208,26 @@ func (s *scanner) uints(tensor, rule, field string, max int) ([]uint64, error) {
 		}
 		return nil, err
 	}
-	out := []uint64{}
+	start := len(s.arena)
 	if s.peek() == ']' {
 		s.i++
-		return out, nil
+		return s.arena[start:start:start], nil
 	}
 	for {
-		if len(out) == max {
+		if len(s.arena)-start == max {
 			return nil, s.fail(rule, tensor, field+": too many elements")
 		}
 		v, err := s.uint(tensor, rule, field)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, v)
+		s.arena = append(s.arena, v)
 		switch s.peek() {
 		case ',':
 			s.i++
 		case ']':
 			s.i++
-			return out, nil
+			return s.arena[start:len(s.arena):len(s.arena)], nil
 		default:
 			return nil, s.fail(RuleJSON, tensor, field+": want ',' or ']'")
 		}

@@ -19,11 +19,24 @@ type WriteTensor struct {
 	Data  []byte
 }
 
-// Encode lays out a safetensors file: __metadata__ (only when non-empty, keys
-// sorted) then the tensors in the order given, the JSON padded with spaces to
-// a multiple of 8 as the reference writer does. The data follow in the same order.
-func Encode(tensors []WriteTensor, metadata map[string]string) ([]byte, error) {
+// Entry is one tensor's header entry for EncodeHeader: its data size is
+// checked against dtype × shape.
+type Entry struct {
+	Name   string
+	DType  DType
+	Shape  []uint64
+	NBytes uint64
+}
+
+// EncodeHeader lays out the 8-byte length and the JSON of a safetensors
+// header: __metadata__ (only when non-empty, keys sorted) then the entries in
+// the order given, data offsets assigned in that order, the JSON padded with
+// spaces to a multiple of 8 as the reference writer does. It returns the
+// header and the data section's length, so a writer can stream the data (or
+// leave it sparse) after it.
+func EncodeHeader(entries []Entry, metadata map[string]string) ([]byte, uint64, error) {
 	var hdr bytes.Buffer
+	hdr.Write(make([]byte, 8))
 	hdr.WriteByte('{')
 	first := true
 	if len(metadata) > 0 {
@@ -44,31 +57,31 @@ func Encode(tensors []WriteTensor, metadata map[string]string) ([]byte, error) {
 		hdr.WriteByte('}')
 		first = false
 	}
-	seen := make(map[string]bool, len(tensors))
+	seen := make(map[string]bool, len(entries))
 	var off uint64
-	for _, t := range tensors {
+	for _, t := range entries {
 		if t.Name == "" || t.Name == "__metadata__" {
-			return nil, fmt.Errorf("safetensors: write: invalid tensor name %q", t.Name)
+			return nil, 0, fmt.Errorf("safetensors: write: invalid tensor name %q", t.Name)
 		}
 		if seen[t.Name] {
-			return nil, fmt.Errorf("safetensors: write: tensor %q given twice", t.Name)
+			return nil, 0, fmt.Errorf("safetensors: write: tensor %q given twice", t.Name)
 		}
 		seen[t.Name] = true
 		if t.DType.Bits() == 0 {
-			return nil, fmt.Errorf("safetensors: write: tensor %q: invalid dtype", t.Name)
+			return nil, 0, fmt.Errorf("safetensors: write: tensor %q: invalid dtype", t.Name)
 		}
 		elems := uint64(1)
 		for _, d := range t.Shape {
 			hi, lo := bits.Mul64(elems, d)
 			if hi != 0 {
-				return nil, fmt.Errorf("safetensors: write: tensor %q: shape overflows", t.Name)
+				return nil, 0, fmt.Errorf("safetensors: write: tensor %q: shape overflows", t.Name)
 			}
 			elems = lo
 		}
-		nbits := elems * t.DType.Bits()
-		if nbits%8 != 0 || nbits/8 != uint64(len(t.Data)) {
-			return nil, fmt.Errorf("safetensors: write: tensor %q: %s %v needs %d bits, data has %d bytes",
-				t.Name, t.DType, t.Shape, nbits, len(t.Data))
+		hi, nbits := bits.Mul64(elems, t.DType.Bits())
+		if hi != 0 || nbits%8 != 0 || nbits/8 != t.NBytes {
+			return nil, 0, fmt.Errorf("safetensors: write: tensor %q: %s %v needs %d bits, data has %d bytes",
+				t.Name, t.DType, t.Shape, nbits, t.NBytes)
 		}
 		if !first {
 			hdr.WriteByte(',')
@@ -87,17 +100,32 @@ func Encode(tensors []WriteTensor, metadata map[string]string) ([]byte, error) {
 		hdr.WriteString(`],"data_offsets":[`)
 		hdr.WriteString(strconv.FormatUint(off, 10))
 		hdr.WriteByte(',')
-		off += uint64(len(t.Data))
+		off += t.NBytes
 		hdr.WriteString(strconv.FormatUint(off, 10))
 		hdr.WriteString("]}")
 	}
 	hdr.WriteByte('}')
-	for hdr.Len()%8 != 0 {
+	for (hdr.Len()-8)%8 != 0 {
 		hdr.WriteByte(' ')
 	}
-	out := make([]byte, 8, 8+hdr.Len()+int(off))
-	binary.LittleEndian.PutUint64(out, uint64(hdr.Len()))
-	out = append(out, hdr.Bytes()...)
+	out := hdr.Bytes()
+	binary.LittleEndian.PutUint64(out, uint64(len(out)-8))
+	return out, off, nil
+}
+
+// Encode lays out a whole safetensors file: EncodeHeader's header, then the
+// tensors' data in the same order.
+func Encode(tensors []WriteTensor, metadata map[string]string) ([]byte, error) {
+	entries := make([]Entry, len(tensors))
+	for i, t := range tensors {
+		entries[i] = Entry{Name: t.Name, DType: t.DType, Shape: t.Shape, NBytes: uint64(len(t.Data))}
+	}
+	hdr, n, err := EncodeHeader(entries, metadata)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, len(hdr), len(hdr)+int(n))
+	copy(out, hdr)
 	for _, t := range tensors {
 		out = append(out, t.Data...)
 	}

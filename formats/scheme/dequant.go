@@ -176,7 +176,7 @@ func (g *grid) at(r, c int) float32 { return g.vals[(r/g.rowDiv-g.base)*g.cols+c
 // [rows, G] (groups of ceil(cols/G)), or [R, C] with R < rows (blocks).
 // block, when set, is the declared block size (a partial last block makes
 // the shape alone ambiguous).
-func (d *dq) scaleGrid(t *TensorInfo, groupCols int, block [2]int) (*grid, error) {
+func (d *dq) scaleGrid(t *TensorInfo, groupCols int, block []int) (*grid, error) {
 	n := t.elements()
 	if n == 0 {
 		return nil, d.fail(t, "scale-shape", "empty scale tensor")
@@ -202,7 +202,7 @@ func (d *dq) scaleGrid(t *TensorInfo, groupCols int, block [2]int) (*grid, error
 	g := &grid{cols: int(sCols)}
 	g.rowDiv = int((uint64(d.rows) + sRows - 1) / sRows)
 	g.colDiv = int((uint64(d.cols) + sCols - 1) / sCols)
-	if block[0] > 0 && block[1] > 0 {
+	if len(block) == 2 && block[0] > 0 && block[1] > 0 {
 		g.rowDiv, g.colDiv = block[0], block[1]
 		if uint64((d.cols+g.colDiv-1)/g.colDiv) != sCols {
 			return nil, d.fail(t, "scale-shape", fmt.Sprintf("scale shape %v does not tile weight [%d, %d] in %d×%d blocks", t.Shape, d.rows, d.cols, block[0], block[1]))
@@ -256,7 +256,7 @@ func (d *dq) nvfp4() ([]float32, error) {
 		}
 		global = 1 / gs
 	}
-	g, err := d.scaleGrid(sc, 16, [2]int{})
+	g, err := d.scaleGrid(sc, 16, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +350,7 @@ func (d *dq) scaled() ([]float32, error) {
 	}
 	var zp *grid
 	if z, ok := d.m.infos["weight_zero_point"]; ok && d.m.Layout == LayoutIntChannel {
-		if zp, err = d.scaleGrid(z, 0, [2]int{}); err != nil {
+		if zp, err = d.scaleGrid(z, 0, nil); err != nil {
 			return nil, err
 		}
 	}

@@ -15,6 +15,9 @@ type TensorInfo struct {
 	DType  safetensors.DType `json:"dtype"`
 	Shape  []uint64          `json:"shape"`
 	NBytes uint64            `json:"nbytes"`
+	// Module and Role are filled in by Group.
+	Module string `json:"module,omitempty"`
+	Role   string `json:"role,omitempty"`
 }
 
 func (t *TensorInfo) elements() uint64 {
@@ -62,8 +65,8 @@ type Module struct {
 	Bits int `json:"bits,omitempty"`
 	// GroupSize is how many input elements share a scale (16 for NVFP4, 32 for
 	// MX, the group size of int schemes); 0 for per-tensor or per-channel.
-	GroupSize int    `json:"group_size,omitempty"`
-	Block     [2]int `json:"block,omitempty"` // FP8 block scales: rows × cols a scale
+	GroupSize int   `json:"group_size,omitempty"`
+	Block     []int `json:"block,omitempty"` // FP8 block scales: rows × cols a scale
 	// WeightShape is the logical shape; for linear layers [out, in].
 	WeightShape   []uint64          `json:"weight_shape"`
 	ShapeInferred bool              `json:"shape_inferred,omitempty"` // weight_shape values were not read
@@ -148,8 +151,9 @@ func SplitName(name string) (module, role string) {
 // false when they cannot be had without a read the caller does not want.
 type ShapeValues func(tensor string) ([]int64, bool)
 
-// Group collects tensors into modules and classifies each against the scheme.
-// Modules come back sorted by name. shapes may be nil.
+// Group collects tensors into modules and classifies each against the scheme,
+// recording each tensor's module and role in the slice it is given. Modules
+// come back sorted by name. shapes may be nil.
 func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 	if s == nil {
 		s = &Scheme{Method: "none", Family: FamilyNone}
@@ -168,6 +172,7 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 		}
 		m.Tensors[role] = t.Name
 		m.infos[role] = t
+		t.Module, t.Role = mod, role
 	}
 	var deferred []*TensorInfo
 	for i := range tensors {
@@ -451,7 +456,7 @@ func fp8Layout(m *Module, w, scale *TensorInfo, s *Scheme) string {
 			m.GroupSize = int((in + scale.Shape[1] - 1) / scale.Shape[1])
 			return LayoutFP8Group
 		}
-		m.Block = [2]int{br, bc}
+		m.Block = []int{br, bc}
 		return LayoutFP8Block
 	}
 	return LayoutFP8Channel

@@ -1,0 +1,103 @@
+package scheme
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// AppendJSON appends the module as encoding/json would marshal it. An
+// inventory can list tens of thousands of modules; this avoids reflection.
+func (m *Module) AppendJSON(b []byte) []byte {
+	b = append(b, `{"name":`...)
+	b = AppendJSONString(b, m.Name)
+	b = append(b, `,"kind":`...)
+	b = AppendJSONString(b, m.Kind)
+	b = append(b, `,"format":`...)
+	b = AppendJSONString(b, m.Format)
+	b = append(b, `,"layout":`...)
+	b = AppendJSONString(b, m.Layout)
+	if m.Bits != 0 {
+		b = append(b, `,"bits":`...)
+		b = strconv.AppendInt(b, int64(m.Bits), 10)
+	}
+	if m.GroupSize != 0 {
+		b = append(b, `,"group_size":`...)
+		b = strconv.AppendInt(b, int64(m.GroupSize), 10)
+	}
+	if len(m.Block) > 0 {
+		b = append(b, `,"block":[`...)
+		for i, v := range m.Block {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(v), 10)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"weight_shape":`...)
+	if m.WeightShape == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, v := range m.WeightShape {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, v, 10)
+		}
+		b = append(b, ']')
+	}
+	if m.ShapeInferred {
+		b = append(b, `,"shape_inferred":true`...)
+	}
+	b = append(b, `,"parameters":`...)
+	b = strconv.AppendUint(b, m.Parameters, 10)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendUint(b, m.Bytes, 10)
+	b = append(b, `,"quantized":`...)
+	b = strconv.AppendBool(b, m.Quantized)
+	if m.Symmetric {
+		b = append(b, `,"symmetric":true`...)
+	}
+	b = append(b, `,"tensors":`...)
+	if m.Tensors == nil {
+		b = append(b, "null"...)
+	} else {
+		roles := make([]string, 0, len(m.Tensors))
+		for r := range m.Tensors {
+			roles = append(roles, r)
+		}
+		slices.Sort(roles)
+		b = append(b, '{')
+		for i, r := range roles {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendJSONString(b, r)
+			b = append(b, ':')
+			b = AppendJSONString(b, m.Tensors[r])
+		}
+		b = append(b, '}')
+	}
+	if m.InverseScale {
+		b = append(b, `,"inverse_scale":true`...)
+	}
+	return append(b, '}')
+}
+
+// AppendJSONString quotes s as encoding/json does; plain ASCII names take a
+// fast path.
+func AppendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
