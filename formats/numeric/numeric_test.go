@@ -309,3 +309,42 @@ func TestDecodeDTypes(t *testing.T) {
 		t.Error("C64 has no float32 decoder and must say so")
 	}
 }
+
+// The unrolled bulk loops agree with the scalar decoders at every length,
+// tails included.
+func TestBulkTails(t *testing.T) {
+	src := benchSrc(64)
+	for n := 0; n <= 33; n++ {
+		in := src[:n]
+		got := make([]float32, n)
+		DecodeE4M3(got, in)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(E4M3ToFloat32(in[i])) {
+				t.Fatalf("e4m3 n=%d i=%d", n, i)
+			}
+		}
+		pairs := make([]float32, 2*n)
+		DecodeE2M1(pairs, in)
+		scales := make([]float32, (2*n+15)/16)
+		for i := range scales {
+			scales[i] = float32(i + 2)
+		}
+		blocks := make([]float32, 2*n)
+		DecodeE2M1Blocks(blocks, in, scales, 16)
+		for i := range pairs {
+			want := E2M1ToFloat32(in[i/2] >> (4 * (i % 2)))
+			if pairs[i] != want || blocks[i] != want*scales[i/16] {
+				t.Fatalf("e2m1 n=%d i=%d: %v %v want %v", n, i, pairs[i], blocks[i], want)
+			}
+		}
+		if n%2 == 0 {
+			bf := make([]float32, n/2)
+			DecodeBF16(bf, in)
+			for i := range bf {
+				if math.Float32bits(bf[i]) != math.Float32bits(BF16ToFloat32(uint16(in[2*i])|uint16(in[2*i+1])<<8)) {
+					t.Fatalf("bf16 n=%d i=%d", n, i)
+				}
+			}
+		}
+	}
+}
