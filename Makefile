@@ -4,17 +4,20 @@ BIN     := bin/quantscope
 DEMO    := .cache/demo
 FUZZTIME ?= 60s
 
-.PHONY: all build run test vet bench bench-hub fuzz demo clean
+.PHONY: all build run test vet bench bench-hub fuzz demo demo-inspect clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./companion
 
-# The main job on the embedded demo, offline: generate the demo repos and
-# inspect each one.
+# The main job on the embedded demo, offline: generate the demo repos (once,
+# into the user's cache) and serve them from the local hub.
 run: build
-	./$(BIN) demo $(DEMO) > /dev/null
+	./$(BIN) serve --demo
+
+# Inspect every demo repo from the command line.
+demo-inspect: demo
 	@for r in $(DEMO)/quantscope-demo/*; do ./$(BIN) inspect "$$r"; echo; done
 
 demo: build
@@ -36,6 +39,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./formats/safetensors
 	$(GO) test -run '^$$' -fuzz '^FuzzUnpack$$' -fuzztime $(FUZZTIME) ./formats/packing
 	$(GO) test -run '^$$' -fuzz '^FuzzDetect$$' -fuzztime $(FUZZTIME) ./formats/scheme
+	$(GO) test -run '^$$' -fuzz '^FuzzIndex$$' -fuzztime $(FUZZTIME) ./formats/checkpoint
 
 clean:
 	rm -rf bin out .cache
