@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"unicode/utf8"
 )
 
 // parseIndex reads model.safetensors.index.json. A large model's index holds
@@ -12,6 +13,9 @@ import (
 // it is read by hand: names are substrings of the file, shard names interned,
 // and only metadata (small) goes through encoding/json.
 func parseIndex(b []byte) (*Index, error) {
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("%s: rule index-json: not valid UTF-8", indexFile)
+	}
 	p := &indexParser{s: string(b)}
 	idx, err := p.parse()
 	if err != nil {
