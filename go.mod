@@ -3,6 +3,6 @@ module github.com/quantscope/quantscope
 go 1.26
 
 require (
-	github.com/hack-pad/safejs v0.1.1 // indirect
-	github.com/x448/float16 v0.8.4 // indirect
+	github.com/hack-pad/safejs v0.1.1
+	github.com/x448/float16 v0.8.4
 )

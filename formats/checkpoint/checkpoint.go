@@ -29,6 +29,20 @@ type Options struct {
 	ReadShapeTensors bool
 	// Parallel bounds concurrent shard reads (default 20).
 	Parallel int
+	// Progress, when set, is called after each shard's header is read (from
+	// several goroutines, one call at a time). It must not block.
+	Progress func(Progress)
+	// KeepGoing turns a shard that cannot be read into a "shard-unreadable"
+	// finding instead of an error, so that what was read is kept (the page
+	// uses it; the command line wants all or nothing).
+	KeepGoing bool
+}
+
+// Progress is how far a Load has come.
+type Progress struct {
+	ShardsDone int   `json:"shards_done"`
+	Shards     int   `json:"shards"`
+	Bytes      int64 `json:"bytes"` // received so far, for remote sources
 }
 
 // Shard is one safetensors file of the checkpoint.
@@ -150,7 +164,7 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 	if c.Scheme, err = scheme.Detect(c.Config, c.HFQuant); err != nil {
 		return nil, fmt.Errorf("%s: %w", src.Name(), err)
 	}
-	if err := c.readHeaders(ctx, shardPaths, perShard, opt); err != nil {
+	if err := c.readHeaders(ctx, shardPaths, perShard, opt); err != nil { // with KeepGoing: no shard could be read
 		c.Close()
 		return nil, err
 	}
@@ -229,6 +243,21 @@ func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard m
 	errs := make([]error, len(paths))
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	report := func() {
+		if opt.Progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		p := Progress{ShardsDone: done, Shards: len(paths)}
+		if st, ok := c.Source.(hub.StatsSource); ok {
+			p.Bytes = st.Stats().Bytes
+		}
+		opt.Progress(p)
+	}
 	for i, p := range paths {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -236,9 +265,25 @@ func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard m
 			defer wg.Done()
 			defer func() { <-sem }()
 			c.Shards[i], errs[i] = readShard(ctx, c.Source, p, headerGuess(perShard[p]))
+			report()
 		}()
 	}
 	wg.Wait()
+	if opt.KeepGoing {
+		kept := c.Shards[:0]
+		for i, sh := range c.Shards {
+			if errs[i] != nil {
+				c.Findings = append(c.Findings, scheme.Finding{Rule: RuleShardUnreadable, Severity: scheme.SeverityError,
+					Message: fmt.Sprintf("%s: %v; the inventory covers the other shards", paths[i], errs[i])})
+				continue
+			}
+			kept = append(kept, sh)
+		}
+		c.Shards = kept
+		if len(kept) > 0 && ctx.Err() == nil {
+			return nil
+		}
+	}
 	return errors.Join(errs...)
 }
 

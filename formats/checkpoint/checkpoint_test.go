@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,4 +94,35 @@ func equalShape(a, b []uint64) bool {
 		}
 	}
 	return true
+}
+
+func TestKeepGoingAndProgress(t *testing.T) {
+	r := synth.DeepSeekFP8()
+	dir := filepath.Join(t.TempDir(), "repo")
+	if err := r.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "model-00002-of-00002.safetensors")
+	os.WriteFile(p, []byte("garbage"), 0o644)
+	if _, err := Load(context.Background(), &hub.Dir{Root: dir}, Options{}); err == nil {
+		t.Fatal("a broken shard must fail a plain Load")
+	}
+	var events []Progress
+	c, err := Load(context.Background(), &hub.Dir{Root: dir}, Options{KeepGoing: true, Progress: func(p Progress) { events = append(events, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if len(c.Shards) != 1 || len(events) != 2 || events[1].ShardsDone != 2 || events[1].Shards != 2 {
+		t.Fatalf("shards %d, events %+v", len(c.Shards), events)
+	}
+	found := false
+	for _, f := range c.Findings {
+		if f.Rule == RuleShardUnreadable && strings.Contains(f.Message, "model-00002-of-00002.safetensors") {
+			found = true
+		}
+	}
+	if !found || c.Inventory().Summary.Tensors == 0 {
+		t.Fatalf("findings %+v", c.Findings)
+	}
 }

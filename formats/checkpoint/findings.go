@@ -20,6 +20,7 @@ const (
 	RuleScale2Inconsistent   = "scale2-inconsistent"   // weight_scale_2 dtypes or shapes differ across modules
 	RuleLabelVsBytes         = "label-vs-bytes"        // an FP4/FP8 label on a checkpoint whose bytes are mostly 16-bit
 	RuleNothingQuantized     = "label-nothing-quantized"
+	RuleShardUnreadable      = "shard-unreadable" // with Options.KeepGoing: a shard that could not be read
 )
 
 func (c *Checkpoint) checkRepo() []scheme.Finding {

@@ -286,3 +286,44 @@ func TestDequantizeRejectsRows(t *testing.T) {
 		}
 	}
 }
+
+// A sample's codes account for every stored value of its rows, and the
+// scales it lists are the ones of those rows.
+func TestSampleRows(t *testing.T) {
+	w := weights(9, 16, 256)
+	cases := []struct {
+		name   string
+		ts     []safetensors.WriteTensor
+		s      *Scheme
+		kind   string
+		scales int
+	}{
+		{"nvfp4", synth.NVFP4ModelOpt("m", w, 2, safetensors.F32), &Scheme{Method: "modelopt", Family: FamilyNVFP4}, "e2m1", 3 * 16},
+		{"mxfp4", synth.MXFP4("m", w), &Scheme{Method: "mxfp4", Family: FamilyMXFP4}, "e2m1", 3 * 8},
+		{"fp8 block", synth.FP8Block("m", w, 128), &Scheme{Method: "fp8", Family: FamilyFP8, WeightBlockSize: []int{128, 128}}, "e4m3", 2},
+		{"fp8 channel", synth.FP8Channel("m", w), &Scheme{Method: "compressed-tensors", Family: FamilyFP8}, "e4m3", 3},
+		{"ct int4", synth.CTPack("m", w, 4, 128, true, packing.CTBitstream), &Scheme{Method: "compressed-tensors", Groups: []ConfigGroup{{Targets: []string{"Linear"}, Weights: &QuantArgs{NumBits: 4, Type: "int", GroupSize: 128}}}}, "int4", 3 * 2},
+		{"gptq", synth.GPTQ("m", w, 4, 128), &Scheme{Method: "gptq", Bits: 4, GroupSize: 128, CheckpointFormat: "gptq"}, "int4", 2 * 3},
+		{"awq", synth.AWQ("m", w, 128), &Scheme{Method: "awq", Bits: 4, GroupSize: 128}, "int4", 2 * 3},
+	}
+	for _, c := range cases {
+		mem := newMem(t, c.ts)
+		mods := Group(mem.infos(), c.s, func(string) ([]int64, bool) { return []int64{16, 256}, true })
+		m := mods[0]
+		s, err := SampleRows(m, mem, 4, 7)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		whole, _ := Dequantize(m, mem, 0, 16)
+		if s.Rows != 3 || s.Cols != 256 || len(s.Values) != 3*256 || s.Values[5] != whole[4*256+5] {
+			t.Fatalf("%s: sample %d×%d", c.name, s.Rows, s.Cols)
+		}
+		total := 0
+		for _, cc := range s.Codes {
+			total += cc.Count
+		}
+		if s.CodeKind != c.kind || total != 3*256 || len(s.Scales) != c.scales {
+			t.Errorf("%s: kind %s, %d codes counted, %d scales", c.name, s.CodeKind, total, len(s.Scales))
+		}
+	}
+}

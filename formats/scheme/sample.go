@@ -1,0 +1,260 @@
+package scheme
+
+import (
+	"fmt"
+
+	"github.com/quantscope/quantscope/formats/numeric"
+	"github.com/quantscope/quantscope/formats/packing"
+	"github.com/quantscope/quantscope/formats/safetensors"
+)
+
+// Sample is a few rows of a module as stored and as dequantized: what the
+// page shows for a module without fetching more than those rows.
+type Sample struct {
+	Module   string    `json:"module"`
+	RowStart int       `json:"row_start"`
+	Rows     int       `json:"rows"`
+	Cols     int       `json:"cols"`
+	Values   []float32 `json:"-"` // rows × cols, row-major
+	// CodeKind names the stored codes ("e4m3", "e2m1", "int4", ...); empty
+	// for unquantized weights. Codes counts each code in the sampled rows.
+	CodeKind string      `json:"code_kind,omitempty"`
+	Codes    []CodeCount `json:"codes,omitempty"`
+	// Scales are the block, group, channel or tensor scales that apply to the
+	// sampled rows, as multipliers (NVFP4's include the global scale).
+	Scales []float32 `json:"scales,omitempty"`
+}
+
+// CodeCount is one stored code, the value it stands for before scaling, and
+// how often it occurs.
+type CodeCount struct {
+	Code  int     `json:"code"`
+	Value float32 `json:"value"`
+	Count int     `json:"count"`
+}
+
+// SampleRows dequantizes rows [lo, hi) of a module and gathers their codes
+// and scales.
+func SampleRows(m *Module, r TensorReader, lo, hi int) (*Sample, error) {
+	vals, err := Dequantize(m, r, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	_, cols := m.Matrix2D()
+	s := &Sample{Module: m.Name, RowStart: lo, Rows: hi - lo, Cols: int(cols), Values: vals}
+	rows, _ := m.Matrix2D()
+	d := &dq{m: m, r: r, lo: lo, hi: hi, rows: int(rows), cols: int(cols)}
+	if hi == lo {
+		return s, nil
+	}
+	switch {
+	case m.Format == FormatNVFP4 || m.Format == FormatMXFP4:
+		err = d.sampleE2M1(s)
+	case m.Format == FormatFP8 || m.Format == FormatMXFP8:
+		err = d.sampleFP8(s)
+	case m.Layout == LayoutCTPack:
+		err = d.sampleCTPack(s)
+	case m.Layout == LayoutGPTQ || m.Layout == LayoutGPTQv2 || m.Layout == LayoutAWQ:
+		err = d.sampleGPTQ(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (d *dq) sampleE2M1(s *Sample) error {
+	role := "weight"
+	switch {
+	case d.m.Layout == LayoutGPTOSS:
+		role = "blocks"
+	case d.m.infos["weight_packed"] != nil:
+		role = "weight_packed"
+	}
+	w, err := d.need(role)
+	if err != nil {
+		return err
+	}
+	b, err := d.rowBytes(w, d.cols/2, d.lo, d.hi)
+	if err != nil {
+		return err
+	}
+	var n [16]int
+	for _, x := range b {
+		n[x&15]++
+		n[x>>4]++
+	}
+	s.CodeKind = "e2m1"
+	for c := range 16 {
+		s.Codes = append(s.Codes, CodeCount{Code: c, Value: numeric.E2M1ToFloat32(byte(c)), Count: n[c]})
+	}
+	// Block scales of the rows: E4M3 times the global scale, or E8M0.
+	scaleRole := "weight_scale"
+	if d.m.Layout == LayoutGPTOSS {
+		scaleRole = "mx_scales"
+	}
+	sc, err := d.need(scaleRole)
+	if err != nil {
+		return err
+	}
+	per := d.cols / d.m.GroupSize
+	sb, err := d.rowBytes(sc, per*int(max(sc.DType.Bits()/8, 1)), d.lo, d.hi)
+	if err != nil {
+		return err
+	}
+	if s.Scales, err = d.floats(sc, sb); err != nil {
+		return err
+	}
+	if d.m.Format == FormatNVFP4 {
+		global := float32(1)
+		if t, ok := d.m.infos["weight_scale_2"]; ok {
+			global, err = d.scalar(t)
+		} else if t, ok := d.m.infos["weight_global_scale"]; ok {
+			var g float32
+			if g, err = d.scalar(t); err == nil && g != 0 {
+				global = 1 / g
+			}
+		}
+		if err != nil {
+			return err
+		}
+		for i := range s.Scales {
+			s.Scales[i] *= global
+		}
+	}
+	return nil
+}
+
+func (d *dq) sampleFP8(s *Sample) error {
+	w, err := d.weightInfo()
+	if err != nil {
+		return err
+	}
+	b, err := d.rowBytes(w, d.cols, d.lo, d.hi)
+	if err != nil {
+		return err
+	}
+	var n [256]int
+	for _, x := range b {
+		n[x]++
+	}
+	dec, err := numeric.DecoderFor(w.DType)
+	if err != nil {
+		return d.fail(w, "dtype", err.Error())
+	}
+	codes := make([]byte, 256)
+	vals := make([]float32, 256)
+	for c := range codes {
+		codes[c] = byte(c)
+	}
+	dec(vals, codes)
+	s.CodeKind = map[safetensors.DType]string{safetensors.F8_E4M3: "e4m3", safetensors.F8_E5M2: "e5m2",
+		safetensors.F8_E4M3FNUZ: "e4m3fnuz", safetensors.F8_E5M2FNUZ: "e5m2fnuz"}[w.DType]
+	for c := range 256 {
+		if n[c] > 0 {
+			s.Codes = append(s.Codes, CodeCount{Code: c, Value: vals[c], Count: n[c]})
+		}
+	}
+	sc, ok := d.m.infos["weight_scale"]
+	if !ok {
+		sc, ok = d.m.infos["weight_scale_inv"]
+	}
+	if !ok {
+		return nil
+	}
+	groupCols := 0
+	if d.m.Format == FormatMXFP8 {
+		groupCols = 32
+	}
+	g, err := d.scaleGrid(sc, groupCols, d.m.Block)
+	if err != nil {
+		return err
+	}
+	s.Scales = g.vals
+	if d.m.InverseScale {
+		for i, v := range s.Scales {
+			s.Scales[i] = 1 / v
+		}
+	}
+	return nil
+}
+
+func countInts(s *Sample, bits int, signed bool, get func(i int) int, n int) {
+	counts := make([]int, 1<<bits)
+	off := 0
+	if signed {
+		off = 1 << (bits - 1)
+	}
+	for i := range n {
+		if v := get(i) + off; v >= 0 && v < len(counts) {
+			counts[v]++
+		}
+	}
+	s.CodeKind = fmt.Sprintf("int%d", bits)
+	for c, k := range counts {
+		s.Codes = append(s.Codes, CodeCount{Code: c - off, Value: float32(c - off), Count: k})
+	}
+}
+
+func (d *dq) sampleCTPack(s *Sample) error {
+	w, err := d.weightInfo()
+	if err != nil {
+		return err
+	}
+	p := packing.CTWordsPerRow(d.cols, d.m.Bits, d.m.packLayout)
+	b, err := d.rowBytes(w, 4*p, d.lo, d.hi)
+	if err != nil {
+		return err
+	}
+	codes := make([]int8, (d.hi-d.lo)*d.cols)
+	if err := packing.UnpackCT(codes, b, d.hi-d.lo, d.cols, d.m.Bits, d.m.packLayout); err != nil {
+		return d.fail(w, "CT-003", err.Error())
+	}
+	countInts(s, d.m.Bits, true, func(i int) int { return int(codes[i]) }, len(codes))
+	if sc, ok := d.m.infos["weight_scale"]; ok {
+		g, err := d.scaleGrid(sc, 0, nil)
+		if err != nil {
+			return err
+		}
+		s.Scales = g.vals
+	}
+	return nil
+}
+
+func (d *dq) sampleGPTQ(s *Sample) error {
+	qw, err := d.need("qweight")
+	if err != nil {
+		return err
+	}
+	in, out := d.cols, d.rows
+	qb, err := d.all(qw)
+	if err != nil {
+		return err
+	}
+	codes := make([]uint8, in*out)
+	if d.m.Layout == LayoutAWQ {
+		err = packing.UnpackAWQ(codes, qb, in, out)
+	} else {
+		err = packing.UnpackGPTQWeight(codes, qb, in, out, d.m.Bits)
+	}
+	if err != nil {
+		return d.fail(qw, "qweight", err.Error())
+	}
+	rows := d.hi - d.lo
+	countInts(s, d.m.Bits, false, func(k int) int { return int(codes[(k%in)*out+d.lo+k/in]) }, rows*in)
+	if sc, ok := d.m.infos["scales"]; ok && len(sc.Shape) == 2 {
+		b, err := d.all(sc)
+		if err != nil {
+			return err
+		}
+		all, err := d.floats(sc, b)
+		if err != nil {
+			return err
+		}
+		groups := int(sc.Shape[0])
+		for g := range groups {
+			s.Scales = append(s.Scales, all[g*out+d.lo:g*out+d.hi]...)
+		}
+	}
+	return nil
+}

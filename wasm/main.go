@@ -1,0 +1,215 @@
+//go:build js && wasm
+
+// Command wasm is quantscope's page engine, compiled to WebAssembly. It
+// puts one object on globalThis:
+//
+//	quantscope.open(source, {endpoint, revision, token, onProgress}) → Promise<inventory JSON>
+//	quantscope.sample(module, rowStart, rows) → Promise<{json, values: Float32Array}>
+//	quantscope.cancel()
+//
+// Opening another repo cancels what is in flight. Errors reject with an
+// Error carrying kind, status, rule, tensor and file. The logic lives in
+// wasm/session; this file only moves values across.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"math"
+	"sync"
+
+	"github.com/hack-pad/safejs"
+	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/wasm/jsfetch"
+	"github.com/quantscope/quantscope/wasm/session"
+)
+
+// pageError is an error with the fields the page acts on.
+type pageError struct{ info session.ErrorInfo }
+
+func (e *pageError) Error() string { return e.info.Message }
+
+func (e *pageError) JSFields() map[string]any {
+	return map[string]any{"kind": e.info.Kind, "status": e.info.Status, "rule": e.info.Rule, "tensor": e.info.Tensor, "file": e.info.File}
+}
+
+func classify(err error) error { return &pageError{info: session.Classify(err)} }
+
+type app struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	cur    *session.Session
+	gen    int
+}
+
+func (a *app) open(args []safejs.Value) (any, error) {
+	if len(args) < 1 {
+		return nil, errors.New("open(source, options)")
+	}
+	source, err := args[0].String()
+	if err != nil {
+		return nil, err
+	}
+	opt := session.Options{Fetcher: jsfetch.Fetcher{}}
+	var onProgress safejs.Value
+	if len(args) > 1 && args[1].Type() == safejs.TypeObject {
+		o := args[1]
+		opt.Endpoint = optString(o, "endpoint")
+		opt.Revision = optString(o, "revision")
+		opt.Token = optString(o, "token")
+		if f, err := o.Get("onProgress"); err == nil && f.Type() == safejs.TypeFunction {
+			onProgress = f
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.mu.Lock()
+	if a.cancel != nil {
+		a.cancel() // opening another repo cancels what is in flight
+	}
+	if a.cur != nil {
+		a.cur.Close()
+		a.cur = nil
+	}
+	a.cancel = cancel
+	a.gen++
+	gen := a.gen
+	a.mu.Unlock()
+	if onProgress.Type() == safejs.TypeFunction {
+		opt.Progress = func(p checkpoint.Progress) {
+			b, _ := json.Marshal(p)
+			onProgress.Invoke(string(b))
+		}
+	}
+	s, err := session.Open(ctx, source, opt)
+	if err != nil {
+		return nil, classify(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if gen != a.gen { // replaced while it loaded
+		s.Close()
+		return nil, classify(context.Canceled)
+	}
+	a.cur = s
+	b, err := s.InventoryJSON()
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+func optString(o safejs.Value, p string) string {
+	v, err := o.Get(p)
+	if err != nil || v.Type() != safejs.TypeString {
+		return ""
+	}
+	s, _ := v.String()
+	return s
+}
+
+func (a *app) sample(args []safejs.Value) (any, error) {
+	if len(args) < 3 {
+		return nil, errors.New("sample(module, rowStart, rows)")
+	}
+	name, err := args[0].String()
+	if err != nil {
+		return nil, err
+	}
+	lo, err := args[1].Int()
+	if err != nil {
+		return nil, err
+	}
+	n, err := args[2].Int()
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	s := a.cur
+	a.mu.Unlock()
+	if s == nil {
+		return nil, errors.New("no repo is open")
+	}
+	v, err := s.Sample(name, lo, n)
+	if err != nil {
+		return nil, classify(err)
+	}
+	js, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	raw := make([]byte, 4*len(v.Values))
+	for i, x := range v.Values {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+	}
+	u8, err := jsfetch.BytesToJS(raw)
+	if err != nil {
+		return nil, err
+	}
+	buf, err := u8.Get("buffer")
+	if err != nil {
+		return nil, err
+	}
+	f32c, err := safejs.Global().Get("Float32Array")
+	if err != nil {
+		return nil, err
+	}
+	vals, err := f32c.New(buf)
+	if err != nil {
+		return nil, err
+	}
+	out, err := safejs.ValueOf(map[string]any{"json": string(js)})
+	if err != nil {
+		return nil, err
+	}
+	if err := out.Set("values", vals); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (a *app) cancelAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cancel != nil {
+		a.cancel()
+		a.cancel = nil
+	}
+	a.gen++
+}
+
+func main() {
+	a := &app{}
+	api := map[string]func(args []safejs.Value) (any, error){"open": a.open, "sample": a.sample}
+	obj, err := safejs.ValueOf(map[string]any{"version": "quantscope-wasm-1"})
+	if err != nil {
+		return
+	}
+	var funcs []safejs.Func // kept for the life of the page; the program never exits
+	for name, fn := range api {
+		f, err := safejs.FuncOf(func(_ safejs.Value, args []safejs.Value) any {
+			p, err := jsfetch.NewPromise(func() (any, error) { return fn(args) })
+			if err != nil {
+				return nil
+			}
+			return p
+		})
+		if err != nil {
+			return
+		}
+		funcs = append(funcs, f)
+		obj.Set(name, f.Value())
+	}
+	cancel, err := safejs.FuncOf(func(safejs.Value, []safejs.Value) any { go a.cancelAll(); return nil })
+	if err != nil {
+		return
+	}
+	funcs = append(funcs, cancel)
+	obj.Set("cancel", cancel.Value())
+	safejs.Global().Set("quantscope", obj)
+	if ready, err := safejs.Global().Get("quantscopeReady"); err == nil && ready.Type() == safejs.TypeFunction {
+		ready.Invoke()
+	}
+	select {} // serve calls until the page goes away
+}

@@ -1,0 +1,196 @@
+// Package session is the page's model, kept out of the js files so that it
+// compiles and is tested natively: open a remote SOURCE over a Fetcher, read
+// its inventory (keeping what was read when a shard fails), and sample a
+// module's rows with their statistics, histogram, code frequencies and scale
+// distribution. It has no syscall/js; wasm/ is the thin skin around it.
+package session
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/formats/scheme"
+)
+
+// Options configure Open.
+type Options struct {
+	Endpoint string      // for ORG/NAME sources; default the real hub
+	Revision string      // overrides a revision in the SOURCE
+	Token    string      // sent as a Bearer header to the hub's host only
+	Fetcher  hub.Fetcher // the browser's fetch in wasm; net/http in tests
+	Progress func(checkpoint.Progress)
+}
+
+// Session is one opened repo.
+type Session struct {
+	ck  *checkpoint.Checkpoint
+	src hub.Source
+}
+
+// Open reads a remote SOURCE's inventory.
+func Open(ctx context.Context, source string, opt Options) (*Session, error) {
+	spec, err := hub.ParseSource(source, opt.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	opts := []hub.Option{hub.WithToken(opt.Token)}
+	if spec.Endpoint != "" {
+		opts = append(opts, hub.WithEndpoint(spec.Endpoint))
+	}
+	if opt.Fetcher != nil {
+		opts = append(opts, hub.WithFetcher(opt.Fetcher))
+	}
+	c, err := hub.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	rev := spec.Rev
+	if opt.Revision != "" {
+		rev = opt.Revision
+	}
+	var src hub.Source
+	switch spec.Kind {
+	case hub.KindRepoFile:
+		src = c.OpenRepoFile(ctx, spec.Repo, rev, spec.Path)
+	case hub.KindURL:
+		src = c.OpenURL(ctx, spec.URL)
+	default:
+		src = c.OpenRepo(ctx, spec.Repo, rev)
+	}
+	ck, err := checkpoint.Load(ctx, src, checkpoint.Options{KeepGoing: true, Progress: opt.Progress})
+	if err != nil {
+		return nil, err
+	}
+	return &Session{ck: ck, src: src}, nil
+}
+
+// InventoryJSON is the inventory as `inspect --json` prints it.
+func (s *Session) InventoryJSON() ([]byte, error) {
+	var b bytes.Buffer
+	if err := s.ck.Inventory().WriteJSON(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Limits on one sample, so that a click never asks for a whole tensor.
+const (
+	MaxSampleRows   = 64
+	MaxSampleValues = 1 << 20
+)
+
+// Histogram is counts of values in equal bins over [Lo, Hi].
+type Histogram struct {
+	Lo     float64 `json:"lo"`
+	Hi     float64 `json:"hi"`
+	Counts []int   `json:"counts"`
+	Log2   bool    `json:"log2,omitempty"` // bins are over log2 of the magnitudes
+}
+
+// Stats summarise values.
+type Stats struct {
+	Min, Max, Mean, Std float64
+	NaN, Inf            int
+}
+
+// SampleView is a sample with what the page draws from it.
+type SampleView struct {
+	*scheme.Sample
+	Format         string    `json:"format"`
+	Layout         string    `json:"layout"`
+	Stats          Stats     `json:"stats"`
+	Histogram      Histogram `json:"histogram"`
+	ScaleHistogram Histogram `json:"scale_histogram"`
+	Bytes          int64     `json:"bytes_fetched"` // the whole session's traffic so far
+}
+
+// Sample decodes rows [rowStart, rowStart+rows) of a module (or of the module
+// holding a tensor of that name).
+func (s *Session) Sample(name string, rowStart, rows int) (*SampleView, error) {
+	m, ok := s.ck.Module(name)
+	if !ok {
+		return nil, fmt.Errorf("no module or tensor %q", name)
+	}
+	total, cols := m.Matrix2D()
+	rows = min(rows, MaxSampleRows, max(1, MaxSampleValues/int(max(cols, 1))))
+	if rowStart < 0 || uint64(rowStart) >= total || rows < 1 {
+		return nil, fmt.Errorf("module %q: rows %d:%d outside 0:%d", m.Name, rowStart, rowStart+rows, total)
+	}
+	hi := min(uint64(rowStart+rows), total)
+	smp, err := scheme.SampleRows(m, s.ck, rowStart, int(hi))
+	if err != nil {
+		return nil, err
+	}
+	v := &SampleView{Sample: smp, Format: m.Format, Layout: m.Layout}
+	v.Stats = stats(smp.Values)
+	v.Histogram = histogram(smp.Values, 48)
+	v.ScaleHistogram = log2Histogram(smp.Scales, 32)
+	if st, ok := s.src.(hub.StatsSource); ok {
+		v.Bytes = st.Stats().Bytes
+	}
+	return v, nil
+}
+
+// Close releases the session's readers.
+func (s *Session) Close() error { return s.ck.Close() }
+
+func stats(v []float32) Stats {
+	st := Stats{Min: math.Inf(1), Max: math.Inf(-1)}
+	var sum, sq float64
+	n := 0
+	for _, x := range v {
+		f := float64(x)
+		switch {
+		case f != f:
+			st.NaN++
+			continue
+		case math.IsInf(f, 0):
+			st.Inf++
+			continue
+		}
+		st.Min, st.Max = math.Min(st.Min, f), math.Max(st.Max, f)
+		sum += f
+		sq += f * f
+		n++
+	}
+	if n == 0 {
+		return Stats{NaN: st.NaN, Inf: st.Inf}
+	}
+	st.Mean = sum / float64(n)
+	st.Std = math.Sqrt(math.Max(sq/float64(n)-st.Mean*st.Mean, 0))
+	return st
+}
+
+func histogram(v []float32, bins int) Histogram {
+	st := stats(v)
+	h := Histogram{Lo: st.Min, Hi: st.Max, Counts: make([]int, bins)}
+	if st.Max <= st.Min {
+		h.Hi = h.Lo + 1
+	}
+	w := (h.Hi - h.Lo) / float64(bins)
+	for _, x := range v {
+		f := float64(x)
+		if f != f || math.IsInf(f, 0) {
+			continue
+		}
+		h.Counts[min(int((f-h.Lo)/w), bins-1)]++
+	}
+	return h
+}
+
+// log2Histogram bins scale magnitudes on a log2 axis, where block scales live.
+func log2Histogram(v []float32, bins int) Histogram {
+	logs := make([]float32, 0, len(v))
+	for _, x := range v {
+		if x != 0 && x == x && !math.IsInf(float64(x), 0) {
+			logs = append(logs, float32(math.Log2(math.Abs(float64(x)))))
+		}
+	}
+	h := histogram(logs, bins)
+	h.Log2 = true
+	return h
+}
