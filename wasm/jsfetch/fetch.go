@@ -198,4 +198,3 @@ func (b *bodyReader) Close() error {
 	}
 	return nil
 }
-
