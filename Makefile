@@ -4,7 +4,7 @@ BIN     := bin/quantscope
 DEMO    := .cache/demo
 FUZZTIME ?= 60s
 
-.PHONY: all build run test vet bench bench-hub fuzz demo demo-inspect clean
+.PHONY: wasm all build run test vet bench bench-hub fuzz demo demo-inspect clean
 
 all: build
 
@@ -13,7 +13,7 @@ build:
 
 # The main job on the embedded demo, offline: generate the demo repos (once,
 # into the user's cache) and serve them from the local hub.
-run: build
+run: build wasm
 	./$(BIN) serve --demo
 
 # Inspect every demo repo from the command line.
@@ -49,3 +49,10 @@ clean:
 bench-hub: build
 	npm install --prefix bench/hub --no-audit --no-fund --loglevel=error
 	$(GO) run ./bench/hub
+
+# The page's engine: quantscope.wasm and Go's wasm_exec.js beside the binary.
+wasm:
+	@mkdir -p bin
+	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags="-s -w" -o bin/quantscope.wasm ./wasm
+	cp "$$($(GO) env GOROOT)/lib/wasm/wasm_exec.js" bin/wasm_exec.js
+	@printf 'quantscope.wasm: %s bytes, %s gzipped\n' "$$(wc -c < bin/quantscope.wasm)" "$$(gzip -9 -c bin/quantscope.wasm | wc -c)"

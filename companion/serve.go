@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/quantscope/quantscope/companion/localhub"
-	"github.com/quantscope/quantscope/synth"
 )
 
 func cmdHub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -36,6 +36,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	demo := fs.Bool("demo", false, "serve the generated demo repos from the local hub")
 	hubDir := fs.String("hub", "", "serve the repos under DIR from the local hub")
+	wasmDir := fs.String("wasm", "", "folder with quantscope.wasm and wasm_exec.js (default: beside the binary, else ./bin)")
 	if _, err := parseFlags(fs, args, 0, "no arguments"); err != nil {
 		return err
 	}
@@ -51,6 +52,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	mux := http.NewServeMux()
 	what := "quantscope"
+	info := map[string]any{"local_hub": dir != ""}
 	if dir != "" {
 		h, err := localhub.New(dir, localhub.Options{})
 		if err != nil {
@@ -59,16 +61,39 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		mux.Handle("/", h) // everything the page does not claim is the hub's layout
 		what += ", local hub of " + dir
 	}
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "quantscope: the local hub is at /api/models/ORG/NAME; try `quantscope inspect --endpoint http://%s ORG/NAME`.\n", r.Host)
+	if *demo {
+		var demos []map[string]string
+		for _, d := range demoRepos() {
+			demos = append(demos, map[string]string{"id": d.id, "about": d.about})
+		}
+		info["demos"] = demos
+		info["demo_token"] = demoToken
+	}
+	wdir, err := findWasm(*wasmDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: %v; the page will not load its engine until `make wasm` is run\n", err)
+	}
+	page := pageHandler(wdir)
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /index.html", page)
+	mux.Handle("GET /web/", page)
+	mux.Handle("GET /wasm/", page)
+	mux.HandleFunc("GET /quantscope/info", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(info)
 	})
+	fmt.Fprintf(stdout, "open the page at the address below")
+	if dir != "" {
+		fmt.Fprintf(stdout, "; or inspect from a terminal: quantscope inspect --endpoint http://%s ORG/NAME", *addr)
+	}
+	fmt.Fprintln(stdout)
 	return listenAndServe(ctx, *addr, mux, stdout, what)
 }
 
 // demoVersion names the generator's output; bump it when synth changes so
 // that caches regenerate.
-const demoVersion = "demo-v1"
+const demoVersion = "demo-v2"
 
 // demoCache generates the demo repos once into the user's cache folder.
 func demoCache(stdout io.Writer) (string, error) {
@@ -90,11 +115,9 @@ func demoCache(stdout io.Writer) (string, error) {
 			return "", err
 		}
 	}
-	for _, r := range synth.All() {
-		if err := r.WriteDir(filepath.Join(tmp, filepath.FromSlash(r.ID))); err != nil {
-			os.RemoveAll(tmp)
-			return "", err
-		}
+	if err := writeDemos(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, ".complete"), []byte(demoVersion+"\n"), 0o644); err != nil {
 		return "", err

@@ -5,6 +5,7 @@
 //
 //	quantscope.open(source, {endpoint, revision, token, onProgress}) → Promise<inventory JSON>
 //	quantscope.sample(module, rowStart, rows) → Promise<{json, values: Float32Array}>
+//	quantscope.tensors([module]) → Promise<tensors[] JSON>  (the inventory leaves them out)
 //	quantscope.cancel()
 //
 // Opening another repo cancels what is in flight. Errors reject with an
@@ -18,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"runtime/debug"
 	"sync"
 
 	"github.com/hack-pad/safejs"
@@ -93,9 +95,31 @@ func (a *app) open(args []safejs.Value) (any, error) {
 		return nil, classify(context.Canceled)
 	}
 	a.cur = s
-	b, err := s.InventoryJSON()
+	b, err := s.InventoryJSON(false)
 	if err != nil {
 		return nil, err
+	}
+	return string(b), nil
+}
+
+// tensors returns tensors[] as JSON: all of them, or one module's.
+func (a *app) tensors(args []safejs.Value) (any, error) {
+	a.mu.Lock()
+	s := a.cur
+	a.mu.Unlock()
+	if s == nil {
+		return nil, errors.New("no repo is open")
+	}
+	var b []byte
+	var err error
+	if len(args) > 0 && args[0].Type() == safejs.TypeString {
+		name, _ := args[0].String()
+		b, err = s.ModuleTensorsJSON(name)
+	} else {
+		b, err = s.TensorsJSON()
+	}
+	if err != nil {
+		return nil, classify(err)
 	}
 	return string(b), nil
 }
@@ -181,7 +205,9 @@ func (a *app) cancelAll() {
 
 func main() {
 	a := &app{}
-	api := map[string]func(args []safejs.Value) (any, error){"open": a.open, "sample": a.sample}
+	// The engine's garbage is mostly header strings; collect less often.
+	debug.SetGCPercent(400)
+	api := map[string]func(args []safejs.Value) (any, error){"open": a.open, "sample": a.sample, "tensors": a.tensors}
 	obj, err := safejs.ValueOf(map[string]any{"version": "quantscope-wasm-1"})
 	if err != nil {
 		return

@@ -49,7 +49,14 @@ type Inventory struct {
 }
 
 // Inventory summarises the checkpoint.
-func (c *Checkpoint) Inventory() *Inventory {
+func (c *Checkpoint) Inventory() *Inventory { return c.inventory(true) }
+
+// InventoryWithoutTensors is Inventory with tensors[] left nil (the summary
+// still counts them): what a view that lists modules needs, at a fraction
+// of the work on a repo of 180,000 tensors.
+func (c *Checkpoint) InventoryWithoutTensors() *Inventory { return c.inventory(false) }
+
+func (c *Checkpoint) inventory(withTensors bool) *Inventory {
 	inv := &Inventory{
 		Source:   c.Source.Name(),
 		Scheme:   c.Scheme,
@@ -66,7 +73,9 @@ func (c *Checkpoint) Inventory() *Inventory {
 	s.BytesByFormat = map[string]uint64{}
 	s.BytesByKind = map[string]uint64{}
 	s.ParamsByFormat = map[string]uint64{}
-	inv.Tensors = make([]TensorEntry, 0, len(c.tensors))
+	if withTensors {
+		inv.Tensors = make([]TensorEntry, 0, len(c.tensors))
+	}
 	for _, m := range c.Modules {
 		s.Modules++
 		if m.Quantized {
@@ -82,10 +91,13 @@ func (c *Checkpoint) Inventory() *Inventory {
 	}
 	for i := range c.tensors { // in shard then data order, duplicates left out
 		t := &c.tensors[i]
-		loc := c.locs[i]
 		s.Tensors++
 		s.Bytes += t.NBytes
 		s.BytesByDType[t.DType.String()] += t.NBytes
+		if !withTensors {
+			continue
+		}
+		loc := c.locs[i]
 		inv.Tensors = append(inv.Tensors, TensorEntry{Name: t.Name, File: loc.shard.Path, DType: t.DType.String(), Shape: t.Shape,
 			DataOffsets: [2]uint64{loc.t.Begin, loc.t.End}, Module: t.Module, Role: t.Role})
 	}

@@ -48,15 +48,20 @@ func (inv *Inventory) WriteJSON(w io.Writer) error {
 		buf = m.AppendJSON(buf[:0])
 		bw.Write(buf)
 	}
-	bw.WriteString(`],"tensors":[`)
-	for i := range inv.Tensors {
-		if i > 0 {
-			bw.WriteByte(',')
+	bw.WriteString(`],"tensors":`)
+	if inv.Tensors == nil {
+		bw.WriteString("null") // as encoding/json writes a nil slice
+	} else {
+		bw.WriteByte('[')
+		for i := range inv.Tensors {
+			if i > 0 {
+				bw.WriteByte(',')
+			}
+			buf = appendTensor(buf[:0], &inv.Tensors[i])
+			bw.Write(buf)
 		}
-		buf = appendTensor(buf[:0], &inv.Tensors[i])
-		bw.Write(buf)
+		bw.WriteByte(']')
 	}
-	bw.WriteByte(']')
 	for _, f := range []struct {
 		name string
 		v    any

@@ -83,7 +83,7 @@ func TestSessionOverFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	b, err := s.InventoryJSON()
+	b, err := s.InventoryJSON(false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 
@@ -27,8 +28,10 @@ type Options struct {
 
 // Session is one opened repo.
 type Session struct {
-	ck  *checkpoint.Checkpoint
-	src hub.Source
+	ck       *checkpoint.Checkpoint
+	src      hub.Source
+	inv      *checkpoint.Inventory
+	byModule map[string][]checkpoint.TensorEntry
 }
 
 // Open reads a remote SOURCE's inventory.
@@ -68,13 +71,47 @@ func Open(ctx context.Context, source string, opt Options) (*Session, error) {
 	return &Session{ck: ck, src: src}, nil
 }
 
-// InventoryJSON is the inventory as `inspect --json` prints it.
-func (s *Session) InventoryJSON() ([]byte, error) {
+// InventoryJSON is the inventory as `inspect --json` prints it. Without
+// tensors its "tensors" is null: a large repo lists hundreds of thousands,
+// which the page asks for only when it shows them (TensorsJSON,
+// ModuleTensorsJSON).
+func (s *Session) InventoryJSON(withTensors bool) ([]byte, error) {
+	var inv *checkpoint.Inventory
+	if withTensors {
+		inv = s.full()
+	} else {
+		inv = s.ck.InventoryWithoutTensors()
+	}
 	var b bytes.Buffer
-	if err := s.ck.Inventory().WriteJSON(&b); err != nil {
+	if err := inv.WriteJSON(&b); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+func (s *Session) full() *checkpoint.Inventory {
+	if s.inv == nil {
+		s.inv = s.ck.Inventory()
+	}
+	return s.inv
+}
+
+// TensorsJSON is the inventory's tensors[] alone.
+func (s *Session) TensorsJSON() ([]byte, error) { return json.Marshal(s.full().Tensors) }
+
+// ModuleTensorsJSON lists one module's tensors, as in tensors[].
+func (s *Session) ModuleTensorsJSON(module string) ([]byte, error) {
+	if s.byModule == nil {
+		s.byModule = map[string][]checkpoint.TensorEntry{}
+		for _, t := range s.full().Tensors {
+			s.byModule[t.Module] = append(s.byModule[t.Module], t)
+		}
+	}
+	ts, ok := s.byModule[module]
+	if !ok {
+		return nil, fmt.Errorf("no module %q", module)
+	}
+	return json.Marshal(ts)
 }
 
 // Limits on one sample, so that a click never asks for a whole tensor.

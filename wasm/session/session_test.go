@@ -40,16 +40,32 @@ func TestOpenAndSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	b, err := s.InventoryJSON()
+	b, err := s.InventoryJSON(false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var inv struct {
-		Summary struct{ Parameters uint64 }
+		Summary struct {
+			Parameters uint64
+			Tensors    int
+		}
 		Fetch   struct{ Requests int }
+		Tensors []any
 	}
-	if err := json.Unmarshal(b, &inv); err != nil || inv.Summary.Parameters == 0 || inv.Fetch.Requests == 0 {
+	if err := json.Unmarshal(b, &inv); err != nil || inv.Summary.Parameters == 0 || inv.Fetch.Requests == 0 || inv.Tensors != nil {
 		t.Fatalf("inventory: %v %+v", err, inv)
+	}
+	tb, _ := s.TensorsJSON()
+	var all []map[string]any
+	json.Unmarshal(tb, &all)
+	mb, _ := s.ModuleTensorsJSON("model.layers.0.mlp.up_proj")
+	var one []map[string]any
+	json.Unmarshal(mb, &one)
+	if len(all) != inv.Summary.Tensors || len(one) != 4 || one[0]["module"] != "model.layers.0.mlp.up_proj" {
+		t.Fatalf("tensors %d of %d, module tensors %v", len(all), inv.Summary.Tensors, one)
+	}
+	if _, err := s.ModuleTensorsJSON("nope"); err == nil {
+		t.Fatal("unknown module accepted")
 	}
 	if len(events) != 1 || events[0].ShardsDone != 1 {
 		t.Fatalf("progress %+v", events)
@@ -99,7 +115,7 @@ func TestPartialInventory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	b, _ := s.InventoryJSON()
+	b, _ := s.InventoryJSON(true)
 	if !strings.Contains(string(b), "shard-unreadable") || !strings.Contains(string(b), "model.layers.0.self_attn.q_a_proj") {
 		t.Fatalf("partial inventory lacks the finding or the good shard: %.300s", b)
 	}

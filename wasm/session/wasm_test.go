@@ -49,7 +49,7 @@ func TestWasmUnderNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := s.InventoryJSON()
+	b, _ := s.InventoryJSON(false)
 	s.Close()
 	var inv struct{ Summary struct{ Parameters uint64 } }
 	json.Unmarshal(b, &inv)

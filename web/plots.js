@@ -1,0 +1,65 @@
+// quantscope plots: small canvas bar charts, drawn by hand (no library).
+"use strict";
+
+const Plots = (() => {
+  function css(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#888";
+  }
+
+  function fmt(v) {
+    if (v === 0) return "0";
+    const a = Math.abs(v);
+    if (a >= 1e4 || a < 1e-3) return v.toExponential(1);
+    return String(Number(v.toPrecision(3)));
+  }
+
+  // bars draws counts as bars; labels (optional) under some of them.
+  function bars(canvas, counts, opts = {}) {
+    const dpr = window.devicePixelRatio || 1;
+    const w = canvas.clientWidth || canvas.width, h = canvas.clientHeight || canvas.height;
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(h * dpr);
+    const g = canvas.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, w, h);
+    const pad = { l: 6, r: 6, t: 8, b: 20 };
+    const n = counts.length;
+    if (n === 0) return;
+    let max = 0;
+    for (const c of counts) max = Math.max(max, c);
+    if (max === 0) max = 1;
+    const bw = (w - pad.l - pad.r) / n;
+    g.fillStyle = opts.color || css("--accent");
+    for (let i = 0; i < n; i++) {
+      const v = opts.log ? Math.log1p(counts[i]) / Math.log1p(max) : counts[i] / max;
+      const bh = v * (h - pad.t - pad.b);
+      g.fillRect(pad.l + i * bw + bw * 0.08, h - pad.b - bh, Math.max(bw * 0.84, 1), bh);
+    }
+    g.fillStyle = css("--muted");
+    g.font = "10px system-ui, sans-serif";
+    g.textBaseline = "top";
+    const labels = opts.labels || [];
+    const every = Math.max(1, Math.ceil(labels.length / Math.max(1, Math.floor((w - pad.l - pad.r) / 34))));
+    for (let i = 0; i < labels.length; i += every) {
+      if (labels[i] === undefined) continue;
+      const x = pad.l + i * bw + bw / 2;
+      g.textAlign = "center";
+      g.fillText(labels[i], x, h - pad.b + 4);
+    }
+    if (opts.axis) {
+      g.textAlign = "left";
+      g.fillText(opts.axis[0], pad.l, h - pad.b + 4);
+      g.textAlign = "right";
+      g.fillText(opts.axis[1], w - pad.r, h - pad.b + 4);
+    }
+  }
+
+  // histogram draws a {lo, hi, counts, log2} histogram with its range.
+  function histogram(canvas, hist) {
+    const lo = hist.log2 ? "2^" + fmt(hist.lo) : fmt(hist.lo);
+    const hi = hist.log2 ? "2^" + fmt(hist.hi) : fmt(hist.hi);
+    bars(canvas, hist.counts || [], { axis: [lo, hi] });
+  }
+
+  return { bars, histogram, fmt };
+})();
