@@ -65,6 +65,13 @@ func TestLargeRepoFigures(t *testing.T) {
 		"  scrolling the tensor table (%d frames, %.0f px): median frame %.1f ms, p95 %.1f ms, max %.1f ms\n",
 		m.Headers-m.Open, m.Rendered-m.Headers, wall.Seconds(), f.N, f.Scrolled, f.Median, f.P95, f.Max)
 	report += fmt.Sprintf("  after the last header: engine %.0f ms, JSON.parse %.0f ms, rendering %.0f ms\n", m.Engine-m.Headers, m.Parsed-m.Engine, m.Rendered-m.Parsed)
+	type entry struct {
+		Name string
+		At   float64
+	}
+	for _, e := range eval[[]entry](t, ctx, `performance.getEntriesByType("mark").filter(m => m.name.startsWith("qs-engine-")).map(m => ({Name: m.name.slice(10), At: m.startTime}))`) {
+		report += fmt.Sprintf("    engine phase %-18s at %6.0f ms (%+6.0f ms from the last header)\n", e.Name, e.At-m.Open, e.At-m.Headers)
+	}
 	t.Log(report)
 	os.WriteFile(filepath.Join(outDir, "perf.txt"), []byte(report), 0o644)
 	if f.N < 10 {

@@ -13,7 +13,6 @@ import (
 	"github.com/quantscope/quantscope/synth"
 )
 
-
 func pageURL(base, source, module string) string {
 	q := url.Values{}
 	q.Set("source", source)
@@ -27,9 +26,9 @@ type inventory struct {
 	Summary struct {
 		Files, Tensors     int
 		Bytes, Parameters  uint64
-		BitsPerWeight      float64            `json:"bits_per_weight"`
-		QuantizedModules   int                `json:"quantized_modules"`
-		ParametersByFormat map[string]uint64  `json:"parameters_by_format"`
+		BitsPerWeight      float64           `json:"bits_per_weight"`
+		QuantizedModules   int               `json:"quantized_modules"`
+		ParametersByFormat map[string]uint64 `json:"parameters_by_format"`
 	}
 	Modules  []struct{ Name, Format string }
 	Findings []struct{ Rule, Severity, Tensor, Module string }

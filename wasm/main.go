@@ -3,7 +3,7 @@
 // Command wasm is quantscope's page engine, compiled to WebAssembly. It
 // puts one object on globalThis:
 //
-//	quantscope.open(source, {endpoint, revision, token, onProgress}) → Promise<inventory JSON>
+//	quantscope.open(source, {endpoint, revision, token, onProgress, onTrace}) → Promise<inventory JSON>
 //	quantscope.sample(module, rowStart, rows) → Promise<{json, values: Float32Array}>
 //	quantscope.tensors([module]) → Promise<tensors[] JSON>  (the inventory leaves them out)
 //	quantscope.cancel()
@@ -64,6 +64,9 @@ func (a *app) open(args []safejs.Value) (any, error) {
 		if f, err := o.Get("onProgress"); err == nil && f.Type() == safejs.TypeFunction {
 			onProgress = f
 		}
+		if f, err := o.Get("onTrace"); err == nil && f.Type() == safejs.TypeFunction {
+			opt.Trace = func(phase string) { f.Invoke(phase) }
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.mu.Lock()
@@ -98,6 +101,9 @@ func (a *app) open(args []safejs.Value) (any, error) {
 	b, err := s.InventoryJSON(false)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Trace != nil {
+		opt.Trace("inventory written")
 	}
 	return string(b), nil
 }

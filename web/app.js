@@ -168,7 +168,8 @@ async function openRepo(source, rev) {
   let json;
   try {
     json = await qs.open(source, { endpoint: endpoint(), revision: rev, token: state.token,
-      onProgress: s => { if (my === state.opening) progress(JSON.parse(s)); } });
+      onProgress: s => { if (my === state.opening) progress(JSON.parse(s)); },
+      onTrace: phase => performance.mark("qs-engine-" + phase) });
   } catch (err) {
     if (my !== state.opening || err.kind === "cancelled") return false;
     $("progress").hidden = true;

@@ -17,6 +17,7 @@ const (
 	RuleIndexMissingTensor   = "index-missing-tensor"  // weight_map names a tensor its shard does not hold
 	RuleIndexWrongShard      = "index-wrong-shard"     // the tensor is in another shard than weight_map says
 	RuleIndexUnlistedTensor  = "index-unlisted-tensor" // a shard holds a tensor weight_map does not name
+	RuleIndexUnlistedShard   = "index-unlisted-shard"  // a .safetensors file weight_map never names
 	RuleScale2Inconsistent   = "scale2-inconsistent"   // weight_scale_2 dtypes or shapes differ across modules
 	RuleLabelVsBytes         = "label-vs-bytes"        // an FP4/FP8 label on a checkpoint whose bytes are mostly 16-bit
 	RuleNothingQuantized     = "label-nothing-quantized"
@@ -66,6 +67,16 @@ func (c *Checkpoint) checkIndex() []scheme.Finding {
 		return nil
 	}
 	var out []scheme.Finding
+	named := map[string]bool{}
+	for _, p := range c.Index.WeightMap {
+		named[p] = true
+	}
+	for _, f := range c.Files {
+		if strings.HasSuffix(f.Path, ".safetensors") && !named[f.Path] {
+			out = append(out, scheme.Finding{Rule: RuleIndexUnlistedShard, Severity: scheme.SeverityWarning,
+				Message: fmt.Sprintf("%s is in the repo but the index names none of its tensors: loaders that follow the index ignore it, and so does this inventory", f.Path)})
+		}
+	}
 	var data uint64
 	for _, sh := range c.Shards {
 		data += sh.Header.DataLen()
@@ -75,24 +86,23 @@ func (c *Checkpoint) checkIndex() []scheme.Finding {
 			Message: fmt.Sprintf("%s metadata.total_size is %d, the shards' headers hold %d bytes of tensor data (%.2f×)", indexFile, *c.Index.TotalSize, data, float64(*c.Index.TotalSize)/float64(max(data, 1)))})
 	}
 	listed := 0
-	for _, t := range c.tensors {
-		file, ok := c.Index.WeightMap[t.Name]
-		loc := c.location[t.Name]
-		switch {
-		case !ok:
+	for i := range c.tensors {
+		t, loc := &c.tensors[i], c.locs[i]
+		switch c.listed[i] {
+		case unlisted:
 			out = append(out, scheme.Finding{Rule: RuleIndexUnlistedTensor, Severity: scheme.SeverityWarning, Tensor: t.Name,
 				Message: fmt.Sprintf("stored in %s but absent from the index's weight_map: loaders that follow the index will not find it", loc.shard.Path)})
-		case file != loc.shard.Path:
+		case listedWrong:
 			listed++
 			out = append(out, scheme.Finding{Rule: RuleIndexWrongShard, Severity: scheme.SeverityError, Tensor: t.Name,
-				Message: fmt.Sprintf("weight_map puts the tensor in %s, but it is stored in %s", file, loc.shard.Path)})
+				Message: fmt.Sprintf("weight_map puts the tensor in %s, but it is stored in %s", c.Index.WeightMap[t.Name], loc.shard.Path)})
 		default:
 			listed++
 		}
 	}
 	if listed < len(c.Index.WeightMap) { // some names no shard holds (sorted with the rest at the end)
 		for n, file := range c.Index.WeightMap {
-			if _, ok := c.location[n]; !ok {
+			if _, ok := c.lookup(n); !ok {
 				out = append(out, scheme.Finding{Rule: RuleIndexMissingTensor, Severity: scheme.SeverityError, Tensor: n,
 					Message: fmt.Sprintf("weight_map puts the tensor in %s, but no shard holds it", file)})
 			}
@@ -108,12 +118,21 @@ func (c *Checkpoint) checkScale2() []scheme.Finding {
 		dtype safetensors.DType
 		shape string
 	}
+	shapeKey := func(s []uint64) string { // scale shapes are [], [1] or the like
+		if len(s) == 0 {
+			return "[]"
+		}
+		if len(s) == 1 && s[0] == 1 {
+			return "[1]"
+		}
+		return fmt.Sprint(s)
+	}
 	count := map[kind]int{}
 	var infos []*scheme.TensorInfo
 	for _, m := range c.Modules {
 		if t, ok := m.Info("weight_scale_2"); ok {
 			infos = append(infos, t)
-			count[kind{t.DType, fmt.Sprint(t.Shape)}]++
+			count[kind{t.DType, shapeKey(t.Shape)}]++
 		}
 	}
 	if len(count) < 2 {
@@ -127,7 +146,7 @@ func (c *Checkpoint) checkScale2() []scheme.Finding {
 	}
 	var out []scheme.Finding
 	for _, t := range infos {
-		k := kind{t.DType, fmt.Sprint(t.Shape)}
+		k := kind{t.DType, shapeKey(t.Shape)}
 		if k != common {
 			out = append(out, scheme.Finding{Rule: RuleScale2Inconsistent, Severity: scheme.SeverityWarning, Tensor: t.Name,
 				Message: fmt.Sprintf("weight_scale_2 is %s %s here but %s %s in %d other modules", t.DType, k.shape, common.dtype, common.shape, count[common])})

@@ -46,6 +46,9 @@ type Inventory struct {
 	Findings []scheme.Finding `json:"findings"`
 	Files    []hub.File       `json:"files"`
 	Fetch    hub.Stats        `json:"fetch"`
+
+	// OmitModuleTensors makes WriteJSON leave out modules[].tensors.
+	OmitModuleTensors bool `json:"-"`
 }
 
 // Inventory summarises the checkpoint.

@@ -45,7 +45,7 @@ func (inv *Inventory) WriteJSON(w io.Writer) error {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
-		buf = m.AppendJSON(buf[:0])
+		buf = m.AppendJSON(buf[:0], !inv.OmitModuleTensors)
 		bw.Write(buf)
 	}
 	bw.WriteString(`],"tensors":`)

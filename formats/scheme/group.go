@@ -133,9 +133,9 @@ func IsMetadataRole(role string) bool { return metadataRoles[role] }
 // `*_blocks` and `*_scales` are roles "blocks" and "mx_scales"; a name with no
 // known role is its own module with role "tensor".
 func SplitName(name string) (module, role string) {
-	for _, r := range dottedRoles {
-		if len(name) > len(r)+1 && strings.HasSuffix(name, r) && name[len(name)-len(r)-1] == '.' {
-			return name[:len(name)-len(r)-1], r
+	if dot := strings.LastIndexByte(name, '.'); dot > 0 && dot < len(name)-1 {
+		if r := name[dot+1:]; dottedRole[r] {
+			return name[:dot], r
 		}
 	}
 	if m, ok := strings.CutSuffix(name, "_blocks"); ok && m != "" {
@@ -146,6 +146,15 @@ func SplitName(name string) (module, role string) {
 	}
 	return name, "tensor"
 }
+
+// dottedRole is dottedRoles as a set: a role is always the last dotted part.
+var dottedRole = func() map[string]bool {
+	m := make(map[string]bool, len(dottedRoles))
+	for _, r := range dottedRoles {
+		m[r] = true
+	}
+	return m
+}()
 
 // ShapeValues returns the int64 values of a small tensor (weight_shape), or
 // false when they cannot be had without a read the caller does not want.

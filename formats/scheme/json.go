@@ -9,7 +9,9 @@ import (
 
 // AppendJSON appends the module as encoding/json would marshal it. An
 // inventory can list tens of thousands of modules; this avoids reflection.
-func (m *Module) AppendJSON(b []byte) []byte {
+// Without tensors the role → tensor map is left out (a page that fetches a
+// module's tensors when it shows them does not need it).
+func (m *Module) AppendJSON(b []byte, withTensors bool) []byte {
 	b = append(b, `{"name":`...)
 	b = AppendJSONString(b, m.Name)
 	b = append(b, `,"kind":`...)
@@ -61,28 +63,33 @@ func (m *Module) AppendJSON(b []byte) []byte {
 	if m.Symmetric {
 		b = append(b, `,"symmetric":true`...)
 	}
-	b = append(b, `,"tensors":`...)
-	if m.Tensors == nil {
-		b = append(b, "null"...)
-	} else {
-		roles := make([]string, 0, len(m.Tensors))
-		for r := range m.Tensors {
-			roles = append(roles, r)
-		}
-		slices.Sort(roles)
-		b = append(b, '{')
-		for i, r := range roles {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = AppendJSONString(b, r)
-			b = append(b, ':')
-			b = AppendJSONString(b, m.Tensors[r])
-		}
-		b = append(b, '}')
+	if withTensors {
+		b = append(b, `,"tensors":`...)
+		b = appendRoleMap(b, m.Tensors)
 	}
 	if m.InverseScale {
 		b = append(b, `,"inverse_scale":true`...)
+	}
+	return append(b, '}')
+}
+
+func appendRoleMap(b []byte, t map[string]string) []byte {
+	if t == nil {
+		return append(b, "null"...)
+	}
+	roles := make([]string, 0, len(t))
+	for r := range t {
+		roles = append(roles, r)
+	}
+	slices.Sort(roles)
+	b = append(b, '{')
+	for i, r := range roles {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendJSONString(b, r)
+		b = append(b, ':')
+		b = AppendJSONString(b, t[r])
 	}
 	return append(b, '}')
 }

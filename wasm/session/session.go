@@ -24,6 +24,7 @@ type Options struct {
 	Token    string      // sent as a Bearer header to the hub's host only
 	Fetcher  hub.Fetcher // the browser's fetch in wasm; net/http in tests
 	Progress func(checkpoint.Progress)
+	Trace    func(phase string)
 }
 
 // Session is one opened repo.
@@ -64,7 +65,7 @@ func Open(ctx context.Context, source string, opt Options) (*Session, error) {
 	default:
 		src = c.OpenRepo(ctx, spec.Repo, rev)
 	}
-	ck, err := checkpoint.Load(ctx, src, checkpoint.Options{KeepGoing: true, Progress: opt.Progress})
+	ck, err := checkpoint.Load(ctx, src, checkpoint.Options{KeepGoing: true, Progress: opt.Progress, Trace: opt.Trace})
 	if err != nil {
 		return nil, err
 	}
@@ -72,15 +73,16 @@ func Open(ctx context.Context, source string, opt Options) (*Session, error) {
 }
 
 // InventoryJSON is the inventory as `inspect --json` prints it. Without
-// tensors its "tensors" is null: a large repo lists hundreds of thousands,
-// which the page asks for only when it shows them (TensorsJSON,
-// ModuleTensorsJSON).
+// tensors its "tensors" is null and modules[] carry no role → tensor maps:
+// a large repo lists hundreds of thousands of tensors, which the page asks
+// for only when it shows them (TensorsJSON, ModuleTensorsJSON).
 func (s *Session) InventoryJSON(withTensors bool) ([]byte, error) {
 	var inv *checkpoint.Inventory
 	if withTensors {
 		inv = s.full()
 	} else {
 		inv = s.ck.InventoryWithoutTensors()
+		inv.OmitModuleTensors = true
 	}
 	var b bytes.Buffer
 	if err := inv.WriteJSON(&b); err != nil {

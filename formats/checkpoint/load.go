@@ -1,0 +1,436 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/formats/scheme"
+)
+
+// Load reads a checkpoint from a source.
+//
+// The work is arranged around the network: the listing first; then at once
+// the configs, the index and (for a remote repo) each likely shard's redirect;
+// then every shard's header, each shard's tensors grouped into modules and
+// checked as soon as its header is in; last, the shards' results merged and
+// the repo-wide rules applied.
+func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error) {
+	files, err := src.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opt.trace("listed")
+	c := &Checkpoint{Source: src, Files: files}
+	sizes := map[string]int64{}
+	for _, f := range files {
+		sizes[f.Path] = f.Size
+	}
+	readJSON := func(name string) ([]byte, error) {
+		if _, ok := sizes[name]; !ok {
+			return nil, nil
+		}
+		b, err := src.ReadFile(ctx, name, maxJSONFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return b, err
+	}
+	if p, ok := src.(hub.Preparer); ok {
+		p.Prepare(ctx, likelyShards(files, sizes))
+	}
+	// The three JSON files are independent: fetch them together.
+	var idx []byte
+	var wg sync.WaitGroup
+	var errs [3]error
+	for i, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{"config.json", &c.Config}, {"hf_quant_config.json", &c.HFQuant}, {indexFile, &idx}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			*f.dst, errs[i] = readJSON(f.name)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	opt.trace("configs fetched")
+	var shardPaths []string
+	perShard := map[string]shardHint{}
+	if idx != nil {
+		if c.Index, err = parseIndex(idx); err != nil {
+			return nil, err
+		}
+		for name, p := range c.Index.WeightMap { // the index sits at the root: its paths are repo paths
+			h, seen := perShard[p]
+			if !seen {
+				shardPaths = append(shardPaths, p)
+			}
+			h.tensors++
+			h.nameBytes += len(name)
+			perShard[p] = h
+		}
+		slices.Sort(shardPaths)
+		for _, p := range shardPaths {
+			if _, ok := sizes[p]; !ok {
+				return nil, fmt.Errorf("%s: %s: rule index-missing-shard: weight_map names shard %q, which the repo does not have", src.Name(), indexFile, p)
+			}
+		}
+	} else {
+		for _, f := range files {
+			if strings.HasSuffix(f.Path, ".safetensors") {
+				shardPaths = append(shardPaths, f.Path)
+			}
+		}
+	}
+	if len(shardPaths) == 0 {
+		return nil, fmt.Errorf("%s: rule no-safetensors: the repo holds no .safetensors files", src.Name())
+	}
+	if c.Scheme, err = scheme.Detect(c.Config, c.HFQuant); err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Name(), err)
+	}
+	opt.trace("index parsed")
+	if err := c.readHeaders(ctx, shardPaths, perShard, opt); err != nil { // with KeepGoing: no shard could be read
+		c.Close()
+		return nil, err
+	}
+	opt.trace("headers read")
+	c.assemble(opt)
+	opt.trace("assembled")
+	c.Findings = append(c.Findings, c.checkRepo()...)
+	sortFindings(c.Findings)
+	opt.trace("checked")
+	return c, nil
+}
+
+// likelyShards guesses, before the index is read, which files it will name:
+// with an index, the files of the hub's sharded naming (…-00001-of-00009…);
+// without one, every .safetensors file.
+func likelyShards(files []hub.File, sizes map[string]int64) []string {
+	_, indexed := sizes[indexFile]
+	var out []string
+	for _, f := range files {
+		if !strings.HasSuffix(f.Path, ".safetensors") {
+			continue
+		}
+		if !indexed || (strings.Contains(f.Path, "-of-") && !strings.Contains(f.Path, "/")) {
+			out = append(out, f.Path)
+		}
+	}
+	return out
+}
+
+// shardHint is what the index says a shard holds.
+type shardHint struct{ tensors, nameBytes int }
+
+// headerGuess sizes the first read of a shard. From the index's names it is
+// nearly exact: an entry is its quoted name and about 80 bytes of dtype,
+// shape and offsets (a short guess costs one exact second read; a long one
+// costs bytes). Without an index it is the hub clients' 100 KB.
+func headerGuess(h shardHint) int64 {
+	if h.tensors > 0 {
+		return int64(h.nameBytes) + 88*int64(h.tensors) + 256
+	}
+	return 100_000
+}
+
+func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard map[string]shardHint, opt Options) error {
+	par := opt.Parallel
+	if par <= 0 {
+		par = defaultParallel
+	}
+	c.Shards = make([]*Shard, len(paths))
+	errs := make([]error, len(paths))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	report := func() {
+		if opt.Progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		p := Progress{ShardsDone: done, Shards: len(paths)}
+		if st, ok := c.Source.(hub.StatsSource); ok {
+			p.Bytes = st.Stats().Bytes
+		}
+		opt.Progress(p)
+	}
+	for i, p := range paths {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			sh, err := readShard(ctx, c.Source, p, headerGuess(perShard[p]))
+			if err == nil {
+				c.digest(sh, opt)
+			}
+			c.Shards[i], errs[i] = sh, err
+			report()
+		}()
+	}
+	wg.Wait()
+	if opt.KeepGoing {
+		kept := c.Shards[:0]
+		for i, sh := range c.Shards {
+			if errs[i] != nil {
+				c.Findings = append(c.Findings, scheme.Finding{Rule: RuleShardUnreadable, Severity: scheme.SeverityError,
+					Message: fmt.Sprintf("%s: %v; the inventory covers the other shards", paths[i], errs[i])})
+				continue
+			}
+			kept = append(kept, sh)
+		}
+		c.Shards = kept
+		if len(kept) > 0 && ctx.Err() == nil {
+			return nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// digest groups and checks one shard's tensors on their own.
+func (c *Checkpoint) digest(sh *Shard, opt Options) {
+	sh.infos = make([]scheme.TensorInfo, len(sh.Header.Tensors))
+	for i := range sh.Header.Tensors {
+		t := &sh.Header.Tensors[i]
+		sh.infos[i] = scheme.TensorInfo{Name: t.Name, DType: t.DType, Shape: t.Shape, NBytes: t.NBytes()}
+	}
+	var shapes scheme.ShapeValues
+	if opt.ReadShapeTensors {
+		shapes = sh.shapeValues
+	}
+	sh.modules = scheme.Group(sh.infos, c.Scheme, shapes)
+	sh.findings = scheme.CheckModules(sh.modules, c.Scheme)
+	if c.Index != nil {
+		sh.listed = make([]indexState, len(sh.infos))
+		for i := range sh.infos {
+			file, ok := c.Index.WeightMap[sh.infos[i].Name]
+			switch {
+			case !ok:
+				sh.listed[i] = unlisted
+			case file != sh.Path:
+				sh.listed[i] = listedWrong
+			}
+		}
+	}
+}
+
+// readShard reads a header in one read of a guessed prefix, and a second,
+// exact one only when the guess was short.
+func readShard(ctx context.Context, src hub.Source, p string, guess int64) (*Shard, error) {
+	r, size, err := src.Open(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	s := &Shard{Path: p, Size: size, r: r}
+	n := min(guess, size)
+	if size < 0 {
+		n = guess
+	}
+	buf := make([]byte, n)
+	got, err := r.ReadAt(buf, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(got) == size) {
+		if int64(got) < min(8, n) || !errors.Is(err, io.EOF) {
+			closeReader(r)
+			return nil, fmt.Errorf("%s: reading header: %w", p, err)
+		}
+	}
+	buf = buf[:got]
+	need, err := safetensors.PrefixNeed(p, buf, size)
+	if err != nil {
+		closeReader(r)
+		return nil, err
+	}
+	if need > int64(len(buf)) {
+		more := make([]byte, need)
+		copy(more, buf)
+		if _, err := r.ReadAt(more[len(buf):], int64(len(buf))); err != nil {
+			closeReader(r)
+			return nil, &safetensors.FormatError{File: p, Offset: int64(len(buf)), Rule: safetensors.RuleHeaderBounds,
+				Msg: fmt.Sprintf("cannot read the %d-byte header: %v", need-8, err), Err: err}
+		}
+		buf = more
+	}
+	if s.Header, err = safetensors.ParsePrefix(p, buf, size); err != nil {
+		closeReader(r)
+		return nil, err
+	}
+	return s, nil
+}
+
+// assemble merges the shards' results: the tensors in shard then data
+// order (a tensor stored twice kept once), the modules in name order (one
+// split across shards grouped again as a whole), their findings.
+func (c *Checkpoint) assemble(opt Options) {
+	c.shardByPath = make(map[string]*Shard, len(c.Shards))
+	n := 0
+	for _, sh := range c.Shards {
+		c.shardByPath[sh.Path] = sh
+		n += len(sh.infos)
+	}
+	dropped := c.findDuplicates()
+	c.tensors = make([]scheme.TensorInfo, 0, n)
+	c.locs = make([]tensorLoc, 0, n)
+	if c.Index != nil {
+		c.listed = make([]indexState, 0, n)
+	}
+	for _, sh := range c.Shards {
+		for i := range sh.infos {
+			if dropped[sh.infos[i].Name] == sh {
+				continue
+			}
+			c.tensors = append(c.tensors, sh.infos[i])
+			c.locs = append(c.locs, tensorLoc{shard: sh, t: &sh.Header.Tensors[i]})
+			if c.Index != nil {
+				c.listed = append(c.listed, sh.listed[i])
+			}
+		}
+	}
+	if len(dropped) > 0 {
+		// Rare: group the whole repo again so no module holds a dropped copy.
+		var shapes scheme.ShapeValues
+		if opt.ReadShapeTensors {
+			shapes = func(name string) ([]int64, bool) {
+				if loc, ok := c.lookup(name); ok {
+					return loc.shard.shapeValues(name)
+				}
+				return nil, false
+			}
+		}
+		c.Modules = scheme.Group(c.tensors, c.Scheme, shapes)
+		c.Findings = append(c.Findings, scheme.CheckModules(c.Modules, c.Scheme)...)
+		return
+	}
+	c.Modules, c.Findings = c.mergeModules(c.Findings)
+}
+
+// mergeModules k-way merges the shards' sorted module lists. A module whose
+// tensors lie in several shards is grouped again from all of them.
+func (c *Checkpoint) mergeModules(findings []scheme.Finding) ([]*scheme.Module, []scheme.Finding) {
+	total := 0
+	for _, sh := range c.Shards {
+		total += len(sh.modules)
+		findings = append(findings, sh.findings...)
+	}
+	if len(c.Shards) == 1 {
+		return c.Shards[0].modules, findings
+	}
+	// Shards mostly hold consecutive layers, so the concatenation is nearly
+	// sorted already; equal neighbours after the sort are split modules.
+	all := make([]*scheme.Module, 0, total)
+	for _, sh := range c.Shards {
+		all = append(all, sh.modules...)
+	}
+	if !slices.IsSortedFunc(all, cmpModule) {
+		slices.SortStableFunc(all, cmpModule)
+	}
+	out := all[:0]
+	var split map[string]bool
+	for _, m := range all {
+		if len(out) > 0 && out[len(out)-1].Name == m.Name {
+			if split == nil {
+				split = map[string]bool{}
+			}
+			split[m.Name] = true
+			continue
+		}
+		out = append(out, m)
+	}
+	if split == nil {
+		return out, findings
+	}
+	// Group the split modules' tensors together, replace them, and check
+	// them again (their per-shard findings no longer apply).
+	var parts []scheme.TensorInfo
+	for i := range c.tensors {
+		if split[c.tensors[i].Module] {
+			parts = append(parts, c.tensors[i])
+		}
+	}
+	regrouped := scheme.Group(parts, c.Scheme, nil)
+	byName := map[string]*scheme.Module{}
+	for _, m := range regrouped {
+		byName[m.Name] = m
+	}
+	for i, m := range out {
+		if r, ok := byName[m.Name]; ok {
+			out[i] = r
+		}
+	}
+	for i := range c.tensors { // record where the regrouped tensors now belong
+		if split[c.tensors[i].Module] {
+			for _, p := range parts {
+				if p.Name == c.tensors[i].Name {
+					c.tensors[i].Module, c.tensors[i].Role = p.Module, p.Role
+				}
+			}
+		}
+	}
+	findings = slices.DeleteFunc(findings, func(f scheme.Finding) bool { return split[f.Module] })
+	findings = append(findings, scheme.CheckModules(regrouped, c.Scheme)...)
+	return out, findings
+}
+
+func cmpModule(a, b *scheme.Module) int { return strings.Compare(a.Name, b.Name) }
+
+// findDuplicates finds tensors stored in more than one shard and says which
+// copy to drop (name → the shard whose copy goes). The kept copy is the one
+// in the shard the index names, else the first. With an index whose every
+// name sits in the shard it names, no search is needed.
+func (c *Checkpoint) findDuplicates() map[string]*Shard {
+	if len(c.Shards) < 2 {
+		return nil
+	}
+	total := 0
+	for _, sh := range c.Shards {
+		total += len(sh.infos)
+	}
+	if c.Index != nil && total == len(c.Index.WeightMap) {
+		clean := true
+		for _, sh := range c.Shards {
+			for _, st := range sh.listed {
+				clean = clean && st == listedRight
+			}
+		}
+		if clean { // n distinct names, each held by the shard that lists it: no copies
+			return nil
+		}
+	}
+	seen := make(map[string]*Shard, total)
+	var dropped map[string]*Shard
+	for _, sh := range c.Shards {
+		for i := range sh.infos {
+			name := sh.infos[i].Name
+			prev, dup := seen[name]
+			if !dup {
+				seen[name] = sh
+				continue
+			}
+			if dropped == nil {
+				dropped = map[string]*Shard{}
+			}
+			keep, drop := prev, sh
+			if c.Index != nil && c.Index.WeightMap[name] == sh.Path {
+				keep, drop = sh, prev
+			}
+			dropped[name] = drop
+			seen[name] = keep
+			c.Findings = append(c.Findings, scheme.Finding{Rule: "duplicate-tensor", Severity: scheme.SeverityError, Tensor: name,
+				Message: fmt.Sprintf("tensor is stored in both %s and %s; the copy in %s is counted", prev.Path, sh.Path, keep.Path)})
+		}
+	}
+	return dropped
+}
