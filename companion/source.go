@@ -27,25 +27,7 @@ func openSource(ctx context.Context, source string, sf sourceFlags) (hub.Source,
 	if token == "" {
 		token = os.Getenv("HF_TOKEN")
 	}
-	opts := []hub.Option{hub.WithToken(token)}
-	if spec.Endpoint != "" {
-		opts = append(opts, hub.WithEndpoint(spec.Endpoint))
-	}
-	c, err := hub.NewClient(opts...)
-	if err != nil {
-		return nil, err
-	}
-	rev := spec.Rev
-	if sf.revision != "" {
-		rev = sf.revision
-	}
-	switch spec.Kind {
-	case hub.KindRepoFile:
-		return c.OpenRepoFile(ctx, spec.Repo, rev, spec.Path), nil
-	case hub.KindURL:
-		return c.OpenURL(ctx, spec.URL), nil
-	}
-	return c.OpenRepo(ctx, spec.Repo, rev), nil
+	return hub.OpenSpec(ctx, spec, sf.revision, hub.WithToken(token))
 }
 
 // loadCheckpoint reads a SOURCE's inventory. Locally it also reads the

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -127,4 +128,28 @@ func hubLayout(p string) bool {
 		return checkRepoID(parts[0]+"/"+parts[1]) == nil
 	}
 	return false
+}
+
+// OpenSpec builds a client for a parsed SOURCE and opens it: a repo, one file
+// of a repo, or a plain URL. revision, when set, overrides the spec's. The
+// options come before the spec's own endpoint, which wins.
+func OpenSpec(ctx context.Context, spec Spec, revision string, opts ...Option) (Source, error) {
+	if spec.Endpoint != "" {
+		opts = append(opts, WithEndpoint(spec.Endpoint))
+	}
+	c, err := NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	rev := spec.Rev
+	if revision != "" {
+		rev = revision
+	}
+	switch spec.Kind {
+	case KindRepoFile:
+		return c.OpenRepoFile(ctx, spec.Repo, rev, spec.Path), nil
+	case KindURL:
+		return c.OpenURL(ctx, spec.URL), nil
+	}
+	return c.OpenRepo(ctx, spec.Repo, rev), nil
 }

@@ -42,28 +42,12 @@ func Open(ctx context.Context, source string, opt Options) (*Session, error) {
 		return nil, err
 	}
 	opts := []hub.Option{hub.WithToken(opt.Token)}
-	if spec.Endpoint != "" {
-		opts = append(opts, hub.WithEndpoint(spec.Endpoint))
-	}
 	if opt.Fetcher != nil {
 		opts = append(opts, hub.WithFetcher(opt.Fetcher))
 	}
-	c, err := hub.NewClient(opts...)
+	src, err := hub.OpenSpec(ctx, spec, opt.Revision, opts...)
 	if err != nil {
 		return nil, err
-	}
-	rev := spec.Rev
-	if opt.Revision != "" {
-		rev = opt.Revision
-	}
-	var src hub.Source
-	switch spec.Kind {
-	case hub.KindRepoFile:
-		src = c.OpenRepoFile(ctx, spec.Repo, rev, spec.Path)
-	case hub.KindURL:
-		src = c.OpenURL(ctx, spec.URL)
-	default:
-		src = c.OpenRepo(ctx, spec.Repo, rev)
 	}
 	ck, err := checkpoint.Load(ctx, src, checkpoint.Options{KeepGoing: true, Progress: opt.Progress, Trace: opt.Trace})
 	if err != nil {
