@@ -441,7 +441,9 @@ async function sample() {
   const s = JSON.parse(r.json);
   const v = r.values;
   const st = s.stats;
-  $("sample-stats").textContent = `rows ${s.row_start}–${s.row_start + s.rows - 1} of the logical [${s.rows} × ${s.cols}] slice · min ${Plots.fmt(st.Min)} · max ${Plots.fmt(st.Max)} · mean ${Plots.fmt(st.Mean)} · std ${Plots.fmt(st.Std)}` +
+  const vcols = s.col_end - s.col_start;
+  const window = vcols < s.cols ? ` (columns ${s.col_start}–${s.col_end - 1}: this layout packs along the inputs, so only their words are read)` : "";
+  $("sample-stats").textContent = `rows ${s.row_start}–${s.row_start + s.rows - 1} of the logical [${s.rows} × ${s.cols}] slice${window} · min ${Plots.fmt(st.Min)} · max ${Plots.fmt(st.Max)} · mean ${Plots.fmt(st.Mean)} · std ${Plots.fmt(st.Std)}` +
     (st.NaN ? ` · ${st.NaN} NaN` : "") + (st.Inf ? ` · ${st.Inf} inf` : "") + ` · ${bytes(s.bytes_fetched)} fetched so far`;
   Plots.histogram($("hist"), s.histogram);
   if (s.codes && s.codes.length) {
@@ -454,18 +456,18 @@ async function sample() {
   }
   if (s.scale_histogram && s.scale_histogram.counts) Plots.histogram($("scales"), s.scale_histogram);
   else Plots.bars($("scales"), []);
-  const showCols = Math.min(s.cols, 48);
+  const showCols = Math.min(vcols, 48);
   const grid = el("table", { id: "sample-table", data: { rowStart: s.row_start, rows: s.rows, cols: s.cols } });
   grid.append(el("tr", {}, el("th", { text: "row" }), ...Array.from({ length: showCols }, (_, j) => el("th", { text: String(j) }))));
   for (let i = 0; i < s.rows; i++) {
     const tr = el("tr", {}, el("th", { text: String(s.row_start + i) }));
     for (let j = 0; j < showCols; j++) {
-      const x = v[i * s.cols + j];
+      const x = v[i * vcols + j];
       tr.append(el("td", { class: x < 0 ? "neg" : "", data: { v: String(x) }, text: Plots.fmt(x) }));
     }
     grid.append(tr);
   }
-  const note = s.cols > showCols ? el("p", { class: "small", text: `first ${showCols} of ${s.cols} columns` }) : null;
+  const note = s.cols > showCols ? el("p", { class: "small", text: `columns ${s.col_start}–${s.col_start + showCols - 1} of ${s.cols}` }) : null;
   $("sample-grid").replaceChildren(grid, ...(note ? [note] : []));
   $("sample").dataset.ready = name + ":" + s.row_start;
 }

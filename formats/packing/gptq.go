@@ -105,3 +105,38 @@ func UnpackRowBits(dst []uint8, packed []byte, rows, cols, bits int) error {
 	}
 	return nil
 }
+
+// GPTQWordRows is the range of qweight rows that holds inputs [i0, i1).
+func GPTQWordRows(i0, i1, bits int) (r0, r1 int) {
+	return i0 * bits / 32, (i1*bits + 31) / 32
+}
+
+// UnpackGPTQColumns unpacks inputs [i0, i1) of outputs [o0, o1) from just
+// the qweight rows that hold them (GPTQWordRows), so a few input columns cost
+// a few rows instead of the whole tensor. dst is [(i1−i0), (o1−o0)].
+func UnpackGPTQColumns(dst []uint8, rows []byte, out, bits, i0, i1, o0, o1 int) error {
+	if bits != 2 && bits != 3 && bits != 4 && bits != 8 {
+		return &LayoutError{Layout: "gptq", Rule: "bits", Msg: fmt.Sprintf("GPTQ bits must be 2, 3, 4 or 8, not %d", bits)}
+	}
+	r0, r1 := GPTQWordRows(i0, i1, bits)
+	if i0 < 0 || i1 < i0 || o0 < 0 || o1 < o0 || o1 > out {
+		return fmt.Errorf("packing gptq: window inputs %d:%d outputs %d:%d of %d", i0, i1, o0, o1, out)
+	}
+	if want := uint64(r1-r0) * uint64(out) * 4; uint64(len(rows)) != want {
+		return sizeErr("gptq", uint64(len(rows)), want, fmt.Sprintf("qweight rows %d:%d of %d outputs", r0, r1, out))
+	}
+	if len(dst) < (i1-i0)*(o1-o0) {
+		return fmt.Errorf("packing gptq: destination holds %d codes, need %d", len(dst), (i1-i0)*(o1-o0))
+	}
+	col := make([]byte, 4*(r1-r0))
+	w := o1 - o0
+	for o := o0; o < o1; o++ {
+		for r := range r1 - r0 {
+			copy(col[4*r:4*r+4], rows[4*(r*out+o):])
+		}
+		for i := i0; i < i1; i++ {
+			dst[(i-i0)*w+(o-o0)] = uint8(field(col, uint64(i*bits-32*r0), uint(bits)))
+		}
+	}
+	return nil
+}

@@ -2,7 +2,6 @@ package scheme
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/packing"
@@ -48,7 +47,19 @@ const maxDequantElems = 1 << 30
 // except for layouts packed along the input dimension (GPTQ, AWQ), where every
 // row shares each stored word and the whole tensors are read.
 func Dequantize(m *Module, r TensorReader, lo, hi int) ([]float32, error) {
+	_, cols := m.Matrix2D()
+	return DequantizeWindow(m, r, lo, hi, 0, int(cols))
+}
+
+// DequantizeWindow returns rows [lo, hi) and columns [c0, c1) of the logical
+// weight, (hi−lo) × (c1−c0) values. For GPTQ and AWQ, which pack along the
+// input dimension, it reads only the stored words of those columns; for the
+// others it reads the rows and keeps the window.
+func DequantizeWindow(m *Module, r TensorReader, lo, hi, c0, c1 int) ([]float32, error) {
 	rows, cols := m.Matrix2D()
+	if c0 < 0 || c1 < c0 || uint64(c1) > cols {
+		return nil, &DequantError{Module: m.Name, Rule: "columns", Msg: fmt.Sprintf("columns %d:%d outside 0:%d", c0, c1, cols)}
+	}
 	if m.Format == FormatNone {
 		return nil, &DequantError{Module: m.Name, Rule: "no-weight", Msg: "module has no weight to decode"}
 	}
@@ -58,7 +69,28 @@ func Dequantize(m *Module, r TensorReader, lo, hi int) ([]float32, error) {
 	if uint64(hi-lo)*cols > maxDequantElems {
 		return nil, &DequantError{Module: m.Name, Rule: "rows", Msg: fmt.Sprintf("%d rows of %d values exceed the %d-value limit of one call; ask for fewer rows", hi-lo, cols, maxDequantElems)}
 	}
-	d := &dq{m: m, r: r, lo: lo, hi: hi, rows: int(rows), cols: int(cols)}
+	d := &dq{m: m, r: r, lo: lo, hi: hi, rows: int(rows), cols: int(cols), c0: c0, c1: c1}
+	switch m.Layout {
+	case LayoutGPTQ, LayoutGPTQv2:
+		return d.gptq()
+	case LayoutAWQ:
+		return d.awq()
+	}
+	v, err := d.rowsOf()
+	if err != nil || (c0 == 0 && uint64(c1) == cols) {
+		return v, err
+	}
+	w := c1 - c0
+	out := make([]float32, (hi-lo)*w)
+	for k := range hi - lo {
+		copy(out[k*w:(k+1)*w], v[k*int(cols)+c0:k*int(cols)+c1])
+	}
+	return out, nil
+}
+
+// rowsOf decodes whole rows [d.lo, d.hi) of the formats stored row by row.
+func (d *dq) rowsOf() ([]float32, error) {
+	m := d.m
 	switch {
 	case m.Layout == LayoutUnquantized:
 		return d.dense()
@@ -70,10 +102,6 @@ func Dequantize(m *Module, r TensorReader, lo, hi int) ([]float32, error) {
 		return d.scaled()
 	case m.Layout == LayoutCTPack:
 		return d.ctPack()
-	case m.Layout == LayoutGPTQ || m.Layout == LayoutGPTQv2:
-		return d.gptq()
-	case m.Layout == LayoutAWQ:
-		return d.awq()
 	}
 	return nil, &DequantError{Module: m.Name, Rule: "format", Msg: fmt.Sprintf("no decoder for format %s layout %s", m.Format, m.Layout)}
 }
@@ -81,7 +109,8 @@ func Dequantize(m *Module, r TensorReader, lo, hi int) ([]float32, error) {
 type dq struct {
 	m          *Module
 	r          TensorReader
-	lo, hi     int
+	lo, hi     int // the rows asked for
+	c0, c1     int // the columns asked for (GPTQ and AWQ read only these)
 	rows, cols int
 }
 
@@ -372,38 +401,6 @@ func (d *dq) scaled() ([]float32, error) {
 	return q, nil
 }
 
-// groupOf maps input column i to its scale group: g_idx when stored, else i/size.
-func (d *dq) groupIndex(role string, in, groups, size int) ([]int32, error) {
-	idx := make([]int32, in)
-	if t, ok := d.m.infos[role]; ok {
-		if t.elements() != uint64(in) {
-			return nil, d.fail(t, "g_idx", fmt.Sprintf("has %d entries for %d input columns", t.elements(), in))
-		}
-		b, err := d.all(t)
-		if err != nil {
-			return nil, err
-		}
-		v, err := d.floats(t, b)
-		if err != nil {
-			return nil, err
-		}
-		for i, x := range v {
-			if x < 0 || int(x) >= groups || x != float32(math.Trunc(float64(x))) {
-				return nil, d.fail(t, "g_idx", fmt.Sprintf("entry %d is %v, outside 0..%d", i, x, groups-1))
-			}
-			idx[i] = int32(x)
-		}
-		return idx, nil
-	}
-	if size <= 0 {
-		size = (in + groups - 1) / groups
-	}
-	for i := range idx {
-		idx[i] = int32(min(i/max(size, 1), groups-1))
-	}
-	return idx, nil
-}
-
 func (d *dq) ctPack() ([]float32, error) {
 	w, err := d.weightInfo()
 	if err != nil {
@@ -474,116 +471,3 @@ func (d *dq) ctPack() ([]float32, error) {
 	return out, nil
 }
 
-// intMatrix reads GPTQ/AWQ's scales and the unsigned zero-point codes, both [groups, out].
-func (d *dq) scalesAndZeros(unpackZeros func(dst []uint8, b []byte, groups int) error) (scales []float32, zeros []uint8, groups int, err error) {
-	sc, err := d.need("scales")
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	out := d.rows
-	if len(sc.Shape) != 2 || sc.Shape[1] != uint64(out) || sc.Shape[0] == 0 {
-		return nil, nil, 0, d.fail(sc, "scale-shape", fmt.Sprintf("want [groups, %d], shape is %v", out, sc.Shape))
-	}
-	groups = int(sc.Shape[0])
-	sb, err := d.all(sc)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	if scales, err = d.floats(sc, sb); err != nil {
-		return nil, nil, 0, err
-	}
-	if z, ok := d.m.infos["qzeros"]; ok {
-		zb, err := d.all(z)
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		zeros = make([]uint8, groups*out)
-		if err := unpackZeros(zeros, zb, groups); err != nil {
-			return nil, nil, 0, d.fail(z, "qzeros", err.Error())
-		}
-	}
-	return scales, zeros, groups, nil
-}
-
-func (d *dq) gptq() ([]float32, error) {
-	qw, err := d.need("qweight")
-	if err != nil {
-		return nil, err
-	}
-	in, out, bits := d.cols, d.rows, d.m.Bits
-	qb, err := d.all(qw)
-	if err != nil {
-		return nil, err
-	}
-	codes := make([]uint8, in*out)
-	if err := packing.UnpackGPTQWeight(codes, qb, in, out, bits); err != nil {
-		return nil, d.fail(qw, "qweight", err.Error())
-	}
-	scales, zeros, groups, err := d.scalesAndZeros(func(dst []uint8, b []byte, groups int) error {
-		return packing.UnpackRowBits(dst, b, groups, out, bits)
-	})
-	if err != nil {
-		return nil, err
-	}
-	gi, err := d.groupIndex("g_idx", in, groups, d.m.GroupSize)
-	if err != nil {
-		return nil, err
-	}
-	zeroAdd := float32(0)
-	if d.m.Layout == LayoutGPTQ {
-		zeroAdd = 1 // v1 stores z − 1
-	}
-	mid := float32(int(1) << (bits - 1))
-	res := make([]float32, (d.hi-d.lo)*in)
-	for o := d.lo; o < d.hi; o++ {
-		row := res[(o-d.lo)*in : (o-d.lo+1)*in]
-		for i := range in {
-			g := int(gi[i])
-			z := mid
-			if zeros != nil {
-				z = float32(zeros[g*out+o]) + zeroAdd
-			}
-			row[i] = scales[g*out+o] * (float32(codes[i*out+o]) - z)
-		}
-	}
-	return res, nil
-}
-
-func (d *dq) awq() ([]float32, error) {
-	qw, err := d.need("qweight")
-	if err != nil {
-		return nil, err
-	}
-	in, out := d.cols, d.rows
-	qb, err := d.all(qw)
-	if err != nil {
-		return nil, err
-	}
-	codes := make([]uint8, in*out)
-	if err := packing.UnpackAWQ(codes, qb, in, out); err != nil {
-		return nil, d.fail(qw, "qweight", err.Error())
-	}
-	scales, zeros, groups, err := d.scalesAndZeros(func(dst []uint8, b []byte, groups int) error {
-		return packing.UnpackAWQ(dst, b, groups, out)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if in%groups != 0 {
-		return nil, d.fail(d.m.infos["scales"], "scale-shape", fmt.Sprintf("%d groups do not divide %d inputs", groups, in))
-	}
-	size := in / groups
-	res := make([]float32, (d.hi-d.lo)*in)
-	for o := d.lo; o < d.hi; o++ {
-		row := res[(o-d.lo)*in : (o-d.lo+1)*in]
-		for i := range in {
-			g := i / size
-			z := float32(8)
-			if zeros != nil {
-				z = float32(zeros[g*out+o])
-			}
-			row[i] = scales[g*out+o] * (float32(codes[i*out+o]) - z)
-		}
-	}
-	return res, nil
-}

@@ -14,8 +14,12 @@ type Sample struct {
 	Module   string    `json:"module"`
 	RowStart int       `json:"row_start"`
 	Rows     int       `json:"rows"`
-	Cols     int       `json:"cols"`
-	Values   []float32 `json:"-"` // rows × cols, row-major
+	Cols     int       `json:"cols"` // the logical row's width
+	// Values holds rows × (ColEnd − ColStart) values, row-major: the whole
+	// rows, or for GPTQ and AWQ (packed along the input dimension) a window.
+	ColStart int       `json:"col_start"`
+	ColEnd   int       `json:"col_end"`
+	Values   []float32 `json:"-"`
 	// CodeKind names the stored codes ("e4m3", "e2m1", "int4", ...); empty
 	// for unquantized weights. Codes counts each code in the sampled rows.
 	CodeKind string      `json:"code_kind,omitempty"`
@@ -33,17 +37,16 @@ type CodeCount struct {
 	Count int     `json:"count"`
 }
 
-// SampleRows dequantizes rows [lo, hi) of a module and gathers their codes
-// and scales.
-func SampleRows(m *Module, r TensorReader, lo, hi int) (*Sample, error) {
-	vals, err := Dequantize(m, r, lo, hi)
+// SampleRows dequantizes rows [lo, hi) of a module, columns [c0, c1), and
+// gathers the codes and scales of what it read.
+func SampleRows(m *Module, r TensorReader, lo, hi, c0, c1 int) (*Sample, error) {
+	vals, err := DequantizeWindow(m, r, lo, hi, c0, c1)
 	if err != nil {
 		return nil, err
 	}
-	_, cols := m.Matrix2D()
-	s := &Sample{Module: m.Name, RowStart: lo, Rows: hi - lo, Cols: int(cols), Values: vals}
-	rows, _ := m.Matrix2D()
-	d := &dq{m: m, r: r, lo: lo, hi: hi, rows: int(rows), cols: int(cols)}
+	rows, cols := m.Matrix2D()
+	s := &Sample{Module: m.Name, RowStart: lo, Rows: hi - lo, Cols: int(cols), ColStart: c0, ColEnd: c1, Values: vals}
+	d := &dq{m: m, r: r, lo: lo, hi: hi, rows: int(rows), cols: int(cols), c0: c0, c1: c1}
 	if hi == lo {
 		return s, nil
 	}
@@ -226,22 +229,31 @@ func (d *dq) sampleGPTQ(s *Sample) error {
 	if err != nil {
 		return err
 	}
-	in, out := d.cols, d.rows
-	qb, err := d.all(qw)
-	if err != nil {
-		return err
-	}
-	codes := make([]uint8, in*out)
+	out, w, n := d.rows, d.c1-d.c0, d.hi-d.lo
+	codes := make([]uint8, w*n)
 	if d.m.Layout == LayoutAWQ {
-		err = packing.UnpackAWQ(codes, qb, in, out)
+		b, err := d.rowBytes(qw, out/2, d.c0, d.c1)
+		if err != nil {
+			return err
+		}
+		all := make([]uint8, w*out)
+		if err := packing.UnpackAWQ(all, b, w, out); err != nil {
+			return d.fail(qw, "qweight", err.Error())
+		}
+		for i := range w {
+			copy(codes[i*n:(i+1)*n], all[i*out+d.lo:i*out+d.hi])
+		}
 	} else {
-		err = packing.UnpackGPTQWeight(codes, qb, in, out, d.m.Bits)
+		r0, r1 := packing.GPTQWordRows(d.c0, d.c1, d.m.Bits)
+		b, err := d.rowBytes(qw, 4*out, r0, r1)
+		if err != nil {
+			return err
+		}
+		if err := packing.UnpackGPTQColumns(codes, b, out, d.m.Bits, d.c0, d.c1, d.lo, d.hi); err != nil {
+			return d.fail(qw, "qweight", err.Error())
+		}
 	}
-	if err != nil {
-		return d.fail(qw, "qweight", err.Error())
-	}
-	rows := d.hi - d.lo
-	countInts(s, d.m.Bits, false, func(k int) int { return int(codes[(k%in)*out+d.lo+k/in]) }, rows*in)
+	countInts(s, d.m.Bits, false, func(k int) int { return int(codes[k]) }, len(codes))
 	if sc, ok := d.m.infos["scales"]; ok && len(sc.Shape) == 2 {
 		b, err := d.all(sc)
 		if err != nil {

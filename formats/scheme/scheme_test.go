@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/packing"
@@ -310,7 +311,7 @@ func TestSampleRows(t *testing.T) {
 		mem := newMem(t, c.ts)
 		mods := Group(mem.infos(), c.s, func(string) ([]int64, bool) { return []int64{16, 256}, true })
 		m := mods[0]
-		s, err := SampleRows(m, mem, 4, 7)
+		s, err := SampleRows(m, mem, 4, 7, 0, 256)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -326,4 +327,58 @@ func TestSampleRows(t *testing.T) {
 			t.Errorf("%s: kind %s, %d codes counted, %d scales", c.name, s.CodeKind, total, len(s.Scales))
 		}
 	}
+}
+
+// A window of a GPTQ or AWQ module reads only the qweight rows of its columns
+// and gives the same values as the whole rows.
+func TestDequantizeWindow(t *testing.T) {
+	w := weights(11, 16, 256)
+	for _, c := range []struct {
+		name string
+		ts   []safetensors.WriteTensor
+		s    *Scheme
+	}{
+		{"gptq", synth.GPTQ("m", w, 4, 128), &Scheme{Method: "gptq", Bits: 4, GroupSize: 128, CheckpointFormat: "gptq"}},
+		{"gptq3", synth.GPTQ("m", w, 3, 128), &Scheme{Method: "gptq", Bits: 3, GroupSize: 128, CheckpointFormat: "gptq"}},
+		{"awq", synth.AWQ("m", w, 128), &Scheme{Method: "awq", Bits: 4, GroupSize: 128}},
+		{"nvfp4", synth.NVFP4ModelOpt("m", w, 2, safetensors.F32), &Scheme{Method: "modelopt", Family: FamilyNVFP4}},
+	} {
+		mem := &countingReader{memFile: newMem(t, c.ts)}
+		m := Group(mem.infos(), c.s, nil)[0]
+		whole, err := Dequantize(m, mem, 0, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem.read, mem.qweight = 0, 0
+		win, err := DequantizeWindow(m, mem, 3, 9, 37, 70)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for r := 3; r < 9; r++ {
+			for col := 37; col < 70; col++ {
+				if win[(r-3)*33+col-37] != whole[r*256+col] {
+					t.Fatalf("%s: [%d,%d] differs", c.name, r, col)
+				}
+			}
+		}
+		if c.name != "nvfp4" {
+			qw, _ := m.Info("qweight")
+			if mem.qweight >= int64(qw.NBytes) {
+				t.Errorf("%s: a 33-column window read %d of the qweight's %d bytes", c.name, mem.qweight, qw.NBytes)
+			}
+		}
+	}
+}
+
+type countingReader struct {
+	*memFile
+	read, qweight int64
+}
+
+func (c *countingReader) ReadTensor(name string, off, n int64) ([]byte, error) {
+	c.read += n
+	if strings.HasSuffix(name, ".qweight") {
+		c.qweight += n
+	}
+	return c.memFile.ReadTensor(name, off, n)
 }

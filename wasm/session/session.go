@@ -104,6 +104,10 @@ func (s *Session) ModuleTensorsJSON(module string) ([]byte, error) {
 const (
 	MaxSampleRows   = 64
 	MaxSampleValues = 1 << 20
+	// SampleWindow is how many input columns a GPTQ or AWQ sample decodes:
+	// those layouts pack along the input dimension, so a sample of whole
+	// rows would read the whole qweight.
+	SampleWindow = 256
 )
 
 // Histogram is counts of values in equal bins over [Lo, Hi].
@@ -144,7 +148,11 @@ func (s *Session) Sample(name string, rowStart, rows int) (*SampleView, error) {
 		return nil, fmt.Errorf("module %q: rows %d:%d outside 0:%d", m.Name, rowStart, rowStart+rows, total)
 	}
 	hi := min(uint64(rowStart+rows), total)
-	smp, err := scheme.SampleRows(m, s.ck, rowStart, int(hi))
+	c1 := int(cols)
+	if m.Layout == scheme.LayoutGPTQ || m.Layout == scheme.LayoutGPTQv2 || m.Layout == scheme.LayoutAWQ {
+		c1 = min(c1, SampleWindow)
+	}
+	smp, err := scheme.SampleRows(m, s.ck, rowStart, int(hi), 0, c1)
 	if err != nil {
 		return nil, err
 	}

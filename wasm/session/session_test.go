@@ -75,7 +75,7 @@ func TestOpenAndSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Rows != 4 || v.Cols != 768 || v.CodeKind != "e2m1" || len(v.Codes) != 16 || len(v.Scales) != 4*48 {
+	if v.Rows != 4 || v.Cols != 768 || v.ColEnd != 768 || v.CodeKind != "e2m1" || len(v.Codes) != 16 || len(v.Scales) != 4*48 {
 		t.Fatalf("sample %d×%d %s %d codes %d scales", v.Rows, v.Cols, v.CodeKind, len(v.Codes), len(v.Scales))
 	}
 	total := 0
