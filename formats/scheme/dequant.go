@@ -470,4 +470,3 @@ func (d *dq) ctPack() ([]float32, error) {
 	}
 	return out, nil
 }
-

@@ -11,10 +11,10 @@ import (
 // Sample is a few rows of a module as stored and as dequantized: what the
 // page shows for a module without fetching more than those rows.
 type Sample struct {
-	Module   string    `json:"module"`
-	RowStart int       `json:"row_start"`
-	Rows     int       `json:"rows"`
-	Cols     int       `json:"cols"` // the logical row's width
+	Module   string `json:"module"`
+	RowStart int    `json:"row_start"`
+	Rows     int    `json:"rows"`
+	Cols     int    `json:"cols"` // the logical row's width
 	// Values holds rows × (ColEnd − ColStart) values, row-major: the whole
 	// rows, or for GPTQ and AWQ (packed along the input dimension) a window.
 	ColStart int       `json:"col_start"`
