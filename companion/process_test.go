@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,5 +130,37 @@ func TestServeDemo(t *testing.T) {
 	out, stderr, code := runMain(t, "inspect", "--json", "--endpoint", url, synth.Org+"/Llama-tiny-FP4-mislabeled")
 	if code != 0 || !strings.Contains(out, "config-excludes-quantized") {
 		t.Fatalf("serve --demo: %d %s %.200s", code, stderr, out)
+	}
+}
+
+// A loopback server answers only to its loopback names (DNS rebinding).
+func TestServeChecksHost(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	url := startMain(t, "serve", "--addr", "127.0.0.1:0")
+	req, _ := http.NewRequest("GET", url+"/", nil)
+	req.Host = "evil.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("Host evil.example: %d", resp.StatusCode)
+	}
+	resp, err = http.Get(url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("own Host: %d", resp.StatusCode)
+	}
+	resp, err = http.Get(strings.Replace(url, "127.0.0.1", "localhost", 1) + "/quantscope/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("localhost: %d", resp.StatusCode)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/quantscope/quantscope/companion/localhub"
@@ -135,7 +136,7 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, stdout io.
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: loopbackHost(ln.Addr(), h), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "serving %s on http://%s\n", what, ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -150,4 +151,26 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, stdout io.
 		}
 		return nil
 	}
+}
+
+// loopbackHost refuses requests whose Host is not the loopback address the
+// server listens on, when it listens on loopback: a web page elsewhere that
+// rebinds its own name to 127.0.0.1 (DNS rebinding) cannot read the hub.
+func loopbackHost(addr net.Addr, h http.Handler) http.Handler {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsLoopback() {
+		return h // listening on a public address was asked for explicitly
+	}
+	port := strconv.Itoa(tcp.Port)
+	allowed := map[string]bool{}
+	for _, host := range []string{"127.0.0.1", "localhost", "[::1]", tcp.IP.String()} {
+		allowed[host+":"+port] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowed[r.Host] {
+			http.Error(w, "quantscope: unexpected Host "+strconv.Quote(r.Host)+"; open the page by its loopback address", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
