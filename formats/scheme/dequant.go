@@ -447,9 +447,22 @@ func (d *dq) ctPack() ([]float32, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A 3-D (MoE) weight packs its zero points per 2-D slice: each
+		// expert's [out, groups] along its own out.
+		stack, out := 1, d.rows
+		if len(d.m.WeightShape) == 3 {
+			stack, out = int(d.m.WeightShape[0]), int(d.m.WeightShape[1])
+		}
 		zeros = make([]int8, d.rows*int(groups))
-		if err := packing.UnpackCTDim0(zeros, zb, d.rows, int(groups), bits, l); err != nil {
-			return nil, d.fail(z, "CT-003", err.Error())
+		per := 4 * packing.CTWordsPerRow(out, bits, l) * int(groups)
+		if len(zb) != stack*per {
+			return nil, d.fail(z, "CT-003", fmt.Sprintf("zero points hold %d bytes, %d slices of [%d, %d] packed on dim 0 need %d", len(zb), stack, out, groups, stack*per))
+		}
+		for e := range stack {
+			dst := zeros[e*out*int(groups) : (e+1)*out*int(groups)]
+			if err := packing.UnpackCTDim0(dst, zb[e*per:(e+1)*per], out, int(groups), bits, l); err != nil {
+				return nil, d.fail(z, "CT-003", err.Error())
+			}
 		}
 	}
 	gi, err := d.groupIndex("weight_g_idx", d.cols, int(groups), d.m.GroupSize)

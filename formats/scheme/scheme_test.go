@@ -382,3 +382,51 @@ func (c *countingReader) ReadTensor(name string, off, n int64) ([]byte, error) {
 	}
 	return c.memFile.ReadTensor(name, off, n)
 }
+
+// A 3-D (MoE) pack-quantized weight: rows pack as one stack, zero points
+// per expert slice along that expert's outputs (3 experts × 5 outputs, so
+// a slice's 3-bit zero points do not fill whole words).
+func TestCTPack3D(t *testing.T) {
+	const experts, out, in = 3, 5, 256
+	var packed, zps, scales []byte
+	var want []float32
+	for e := range experts {
+		w := weights(uint64(20+e), out, in)
+		ts := synth.CTPack("m", w, 3, 128, false, packing.CTPerWord)
+		for _, x := range ts {
+			switch x.Name {
+			case "m.weight_packed":
+				packed = append(packed, x.Data...)
+			case "m.weight_zero_point":
+				zps = append(zps, x.Data...)
+			case "m.weight_scale":
+				scales = append(scales, x.Data...)
+			}
+		}
+		mem := newMem(t, ts)
+		s2 := &Scheme{Method: "compressed-tensors", Version: "0.17.1", Groups: []ConfigGroup{{Targets: []string{"Linear"}, Weights: &QuantArgs{NumBits: 3, Type: "int", GroupSize: 128}}}}
+		m := Group(mem.infos(), s2, func(string) ([]int64, bool) { return []int64{out, in}, true })[0]
+		v, err := Dequantize(m, mem, 0, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, v...)
+	}
+	p := uint64(packing.CTWordsPerRow(in, 3, packing.CTPerWord))
+	pz := uint64(packing.CTWordsPerRow(out, 3, packing.CTPerWord))
+	mem := newMem(t, []safetensors.WriteTensor{
+		{Name: "e.weight_packed", DType: safetensors.I32, Shape: []uint64{experts, out, p}, Data: packed},
+		{Name: "e.weight_scale", DType: safetensors.BF16, Shape: []uint64{experts, out, 2}, Data: scales},
+		{Name: "e.weight_zero_point", DType: safetensors.I32, Shape: []uint64{experts, pz, 2}, Data: zps},
+		{Name: "e.weight_shape", DType: safetensors.I64, Shape: []uint64{3}, Data: make([]byte, 24)},
+	})
+	s := &Scheme{Method: "compressed-tensors", Version: "0.17.1", Groups: []ConfigGroup{{Targets: []string{"Linear"}, Weights: &QuantArgs{NumBits: 3, Type: "int", GroupSize: 128}}}}
+	m := Group(mem.infos(), s, func(string) ([]int64, bool) { return []int64{experts, out, in}, true })[0]
+	got, err := Dequantize(m, mem, 0, experts*out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatal("3-D dequantization differs from the experts' own")
+	}
+}
