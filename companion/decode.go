@@ -55,8 +55,12 @@ func cmdDecode(ctx context.Context, args []string, stdout io.Writer) error {
 		_, err = fmt.Fprintf(stdout, "%s\n", b)
 		return err
 	}
-	st := stats(d.values)
-	_, err = fmt.Fprintf(stdout, "shape=%d,%d\nmin=%g max=%g mean=%g std=%g\n", d.rows, d.cols, st.min, st.max, st.mean, st.std)
+	st := scheme.ValueStats(d.values)
+	line := fmt.Sprintf("min=%g max=%g mean=%g std=%g", st.Min, st.Max, st.Mean, st.Std)
+	if st.NaN+st.Inf > 0 {
+		line += fmt.Sprintf(" nan=%d inf=%d", st.NaN, st.Inf)
+	}
+	_, err = fmt.Fprintf(stdout, "shape=%d,%d\n%s\n", d.rows, d.cols, line)
 	return err
 }
 
@@ -179,35 +183,4 @@ func writeFloats(path string, v []float32) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Close()
-}
-
-type summary struct{ min, max, mean, std float64 }
-
-func stats(v []float32) summary {
-	if len(v) == 0 {
-		return summary{}
-	}
-	s := summary{min: math.Inf(1), max: math.Inf(-1)}
-	var sum, sq float64
-	n := 0
-	for _, x := range v {
-		f := float64(x)
-		if f != f {
-			continue
-		}
-		s.min, s.max = math.Min(s.min, f), math.Max(s.max, f)
-		sum += f
-		n++
-	}
-	if n == 0 {
-		return summary{min: math.NaN(), max: math.NaN(), mean: math.NaN(), std: math.NaN()}
-	}
-	s.mean = sum / float64(n)
-	for _, x := range v {
-		if f := float64(x); f == f {
-			sq += (f - s.mean) * (f - s.mean)
-		}
-	}
-	s.std = math.Sqrt(sq / float64(n))
-	return s
 }

@@ -2,6 +2,7 @@ package scheme
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/packing"
@@ -269,4 +270,45 @@ func (d *dq) sampleGPTQ(s *Sample) error {
 		}
 	}
 	return nil
+}
+
+// Stats summarise decoded values. NaN and ±inf are counted apart and left
+// out of the moments.
+type Stats struct {
+	Min, Max, Mean, Std float64
+	NaN, Inf            int
+}
+
+// ValueStats computes Stats in two passes (the second for the spread, which
+// a one-pass sum of squares loses on large tensors).
+func ValueStats(v []float32) Stats {
+	st := Stats{Min: math.Inf(1), Max: math.Inf(-1)}
+	var sum float64
+	n := 0
+	for _, x := range v {
+		f := float64(x)
+		switch {
+		case f != f:
+			st.NaN++
+			continue
+		case math.IsInf(f, 0):
+			st.Inf++
+			continue
+		}
+		st.Min, st.Max = math.Min(st.Min, f), math.Max(st.Max, f)
+		sum += f
+		n++
+	}
+	if n == 0 {
+		return Stats{Min: math.NaN(), Max: math.NaN(), Mean: math.NaN(), Std: math.NaN(), NaN: st.NaN, Inf: st.Inf}
+	}
+	st.Mean = sum / float64(n)
+	var sq float64
+	for _, x := range v {
+		if f := float64(x); f == f && !math.IsInf(f, 0) {
+			sq += (f - st.Mean) * (f - st.Mean)
+		}
+	}
+	st.Std = math.Sqrt(sq / float64(n))
+	return st
 }

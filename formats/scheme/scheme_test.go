@@ -430,3 +430,14 @@ func TestCTPack3D(t *testing.T) {
 		t.Fatal("3-D dequantization differs from the experts' own")
 	}
 }
+
+func TestValueStats(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	st := ValueStats([]float32{1, 2, 3, nan, inf, -inf, 6})
+	if st.Min != 1 || st.Max != 6 || st.Mean != 3 || st.NaN != 1 || st.Inf != 2 || math.Abs(st.Std-math.Sqrt(3.5)) > 1e-12 {
+		t.Fatalf("%+v", st)
+	}
+	if st := ValueStats([]float32{nan}); st.NaN != 1 || st.Mean == st.Mean {
+		t.Fatalf("all NaN: %+v", st)
+	}
+}

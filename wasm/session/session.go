@@ -118,21 +118,15 @@ type Histogram struct {
 	Log2   bool    `json:"log2,omitempty"` // bins are over log2 of the magnitudes
 }
 
-// Stats summarise values.
-type Stats struct {
-	Min, Max, Mean, Std float64
-	NaN, Inf            int
-}
-
 // SampleView is a sample with what the page draws from it.
 type SampleView struct {
 	*scheme.Sample
-	Format         string    `json:"format"`
-	Layout         string    `json:"layout"`
-	Stats          Stats     `json:"stats"`
-	Histogram      Histogram `json:"histogram"`
-	ScaleHistogram Histogram `json:"scale_histogram"`
-	Bytes          int64     `json:"bytes_fetched"` // the whole session's traffic so far
+	Format         string       `json:"format"`
+	Layout         string       `json:"layout"`
+	Stats          scheme.Stats `json:"stats"`
+	Histogram      Histogram    `json:"histogram"`
+	ScaleHistogram Histogram    `json:"scale_histogram"`
+	Bytes          int64        `json:"bytes_fetched"` // the whole session's traffic so far
 }
 
 // Sample decodes rows [rowStart, rowStart+rows) of a module (or of the module
@@ -157,7 +151,7 @@ func (s *Session) Sample(name string, rowStart, rows int) (*SampleView, error) {
 		return nil, err
 	}
 	v := &SampleView{Sample: smp, Format: m.Format, Layout: m.Layout}
-	v.Stats = stats(smp.Values)
+	v.Stats = scheme.ValueStats(smp.Values)
 	v.Histogram = histogram(smp.Values, 48)
 	v.ScaleHistogram = log2Histogram(smp.Scales, 32)
 	if st, ok := s.src.(hub.StatsSource); ok {
@@ -169,37 +163,12 @@ func (s *Session) Sample(name string, rowStart, rows int) (*SampleView, error) {
 // Close releases the session's readers.
 func (s *Session) Close() error { return s.ck.Close() }
 
-func stats(v []float32) Stats {
-	st := Stats{Min: math.Inf(1), Max: math.Inf(-1)}
-	var sum, sq float64
-	n := 0
-	for _, x := range v {
-		f := float64(x)
-		switch {
-		case f != f:
-			st.NaN++
-			continue
-		case math.IsInf(f, 0):
-			st.Inf++
-			continue
-		}
-		st.Min, st.Max = math.Min(st.Min, f), math.Max(st.Max, f)
-		sum += f
-		sq += f * f
-		n++
-	}
-	if n == 0 {
-		return Stats{NaN: st.NaN, Inf: st.Inf}
-	}
-	st.Mean = sum / float64(n)
-	st.Std = math.Sqrt(math.Max(sq/float64(n)-st.Mean*st.Mean, 0))
-	return st
-}
-
 func histogram(v []float32, bins int) Histogram {
-	st := stats(v)
+	st := scheme.ValueStats(v)
 	h := Histogram{Lo: st.Min, Hi: st.Max, Counts: make([]int, bins)}
-	if st.Max <= st.Min {
+	if st.NaN+st.Inf == len(v) { // nothing finite to bin
+		h.Lo, h.Hi = 0, 1
+	} else if st.Max <= st.Min {
 		h.Hi = h.Lo + 1
 	}
 	w := (h.Hi - h.Lo) / float64(bins)
