@@ -190,7 +190,11 @@ var ErrChanged = errors.New("file changed between reads")
 
 // meta is what a response says about the file it comes from.
 type meta struct {
-	etag  string
+	// linked is the hub's X-Linked-ETag (on its redirect), etag the ETag of
+	// the response that carried the bytes. They may be spelled differently
+	// (a CDN's multipart ETag), so each is compared only with its own kind.
+	linked string
+	etag   string
 	size  int64 // -1 when unknown
 	final string
 }
@@ -225,8 +229,8 @@ func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta,
 		if resp.Redirected {
 			c.requests.Add(1)
 		}
-		if e := resp.Get("x-linked-etag"); e != "" && m.etag == "" {
-			m.etag = e
+		if e := resp.Get("x-linked-etag"); e != "" && m.linked == "" {
+			m.linked = e
 		}
 		if s := resp.Get("x-linked-size"); s != "" && m.size < 0 {
 			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
@@ -235,9 +239,7 @@ func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta,
 		}
 		switch resp.Status {
 		case 200, 206:
-			if m.etag == "" {
-				m.etag = resp.Get("etag")
-			}
+			m.etag = resp.Get("etag")
 			m.final = resp.URL
 			resp.Body = &countingBody{r: resp.Body, c: c}
 			return resp, m, nil
@@ -278,7 +280,7 @@ func (c *Client) redirectTarget(ctx context.Context, u string) (string, meta, er
 		drain(resp.Body, c)
 		return resp.URL, m, nil
 	}
-	m.etag = resp.Get("x-linked-etag")
+	m.linked = resp.Get("x-linked-etag")
 	if s := resp.Get("x-linked-size"); s != "" {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			m.size = n

@@ -22,7 +22,8 @@ type RemoteFile struct {
 
 	mu        sync.Mutex
 	resolved  string // the URL that last answered (the CDN's, after a redirect)
-	etag      string
+	etag      string // of the responses that carried bytes
+	linked    string // the hub's X-Linked-ETag
 	size      int64
 	blocks    []block // most recent last
 	cached    int64
@@ -141,8 +142,8 @@ func (f *RemoteFile) resolve() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.resolved = final
-	if m.etag != "" {
-		f.etag = m.etag
+	if m.linked != "" {
+		f.linked = m.linked
 	}
 	if m.size >= 0 && f.size < 0 {
 		f.size = m.size
@@ -186,11 +187,18 @@ func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if m.etag != "" {
-			if f.etag != "" && f.etag != m.etag {
-				return fmt.Errorf("%s: ETag %s, earlier %s: %w (never mixing two versions of a file)", f.name, m.etag, f.etag, ErrChanged)
+		for _, e := range []struct {
+			got  string
+			seen *string
+			kind string
+		}{{m.etag, &f.etag, "ETag"}, {m.linked, &f.linked, "X-Linked-ETag"}} {
+			if e.got == "" {
+				continue
 			}
-			f.etag = m.etag
+			if *e.seen != "" && *e.seen != e.got {
+				return fmt.Errorf("%s: %s %s, earlier %s: %w (never mixing two versions of a file)", f.name, e.kind, e.got, *e.seen, ErrChanged)
+			}
+			*e.seen = e.got
 		}
 		if m.size >= 0 {
 			if f.size >= 0 && f.size != m.size {
