@@ -195,8 +195,8 @@ type meta struct {
 	// (a CDN's multipart ETag), so each is compared only with its own kind.
 	linked string
 	etag   string
-	size  int64 // -1 when unknown
-	final string
+	size   int64 // -1 when unknown
+	final  string
 }
 
 // countingBody counts body bytes as they are read.
