@@ -313,8 +313,10 @@ function renderFindings(fs) {
   $("findings-count").textContent = fs.length ? `(${plural(n("error"), "error")}, ${plural(n("warning"), "warning")}${n("info") ? ", " + plural(n("info"), "note") : ""})` : "(none: the metadata and the bytes agree)";
   list.replaceChildren(...fs.map(f => {
     const where = f.tensor || f.module;
-    const link = where ? el("a", { href: "#", class: "where", text: where, onclick: e => { e.preventDefault(); selectModule(f.module || moduleOfTensor(f.tensor)); } }) : null;
-    if (link && !findModule(f.module || moduleOfTensor(f.tensor))) link.replaceWith(el("code", { text: where }));
+    const target = where ? f.module || moduleOfTensor(f.tensor) : "";
+    const link = !where ? null : findModule(target)
+      ? el("a", { href: "#", class: "where", text: where, onclick: e => { e.preventDefault(); selectModule(target); } })
+      : el("code", { text: where });
     return el("li", { data: { rule: f.rule, severity: f.severity, tensor: f.tensor || "", module: f.module || "" } },
       el("span", { class: "sev sev-" + f.severity, text: f.severity }), " ", el("span", { class: "rule", text: f.rule }), " ",
       link, link ? ": " : "", f.message);
