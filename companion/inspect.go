@@ -69,7 +69,13 @@ func printInventory(w io.Writer, inv *checkpoint.Inventory) error {
 		fmt.Fprintf(&b, "  no findings: the metadata and the bytes agree\n")
 	} else {
 		fmt.Fprintf(&b, "  findings: %d error(s), %d warning(s), %d note(s)\n", s.Errors, s.Warnings, len(inv.Findings)-s.Errors-s.Warnings)
+		// A broken repo can repeat one rule thousands of times: show the
+		// first few of each and count the rest (--json lists them all).
+		shown := map[string]int{}
 		for _, f := range inv.Findings {
+			if shown[f.Rule]++; shown[f.Rule] > findingsPerRule {
+				continue
+			}
 			where := f.Tensor
 			if where == "" {
 				where = f.Module
@@ -79,10 +85,19 @@ func printInventory(w io.Writer, inv *checkpoint.Inventory) error {
 			}
 			fmt.Fprintf(&b, "  %-7s %s  %s%s\n", f.Severity, f.Rule, where, f.Message)
 		}
+		for _, f := range inv.Findings {
+			if n := shown[f.Rule]; n > findingsPerRule {
+				fmt.Fprintf(&b, "  %-7s %s  … and %d more (inspect --json lists every one)\n", f.Severity, f.Rule, n-findingsPerRule)
+				shown[f.Rule] = 0
+			}
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// findingsPerRule bounds how many findings of one rule the terminal shows.
+const findingsPerRule = 8
 
 func describeScheme(s *scheme.Scheme) string {
 	if s.Method == "none" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -242,5 +243,49 @@ func TestHumanInspect(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("human output lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// One rule repeated many times is shown a few times and counted.
+func TestHumanInspectCapsRepeats(t *testing.T) {
+	dir := t.TempDir()
+	r := synth.DeepSeekFP8()
+	if err := r.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	// Leave every scale out of the index: one index-unlisted-tensor warning each.
+	var idx struct {
+		Metadata  map[string]any    `json:"metadata"`
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	p := filepath.Join(dir, "model.safetensors.index.json")
+	b, _ := os.ReadFile(p)
+	json.Unmarshal(b, &idx)
+	dropped := 0
+	for name := range idx.WeightMap {
+		if strings.HasSuffix(name, ".weight_scale_inv") {
+			delete(idx.WeightMap, name)
+			dropped++
+		}
+	}
+	b, _ = json.Marshal(idx)
+	os.WriteFile(p, b, 0o644)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"inspect", dir}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	shown, more := 0, ""
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.Contains(line, "index-unlisted-tensor") {
+			continue
+		}
+		if strings.Contains(line, "more (inspect --json") {
+			more = line
+		} else {
+			shown++
+		}
+	}
+	if dropped <= findingsPerRule || shown != findingsPerRule || !strings.Contains(more, fmt.Sprintf("and %d more", dropped-findingsPerRule)) {
+		t.Fatalf("%d dropped, %d shown, summary %q", dropped, shown, more)
 	}
 }
