@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,4 +69,42 @@ func TestCORSRefused(t *testing.T) {
 		t.Error("the network error does not mention CORS")
 	}
 	shot(t, ctx, "cors-refused")
+}
+
+// Many findings of one rule: the first few are listed, the rest on request.
+func TestRepeatedFindingsFold(t *testing.T) {
+	dir := t.TempDir()
+	r := synth.DeepSeekFP8()
+	repoDir := filepath.Join(dir, filepath.FromSlash(r.ID))
+	if err := r.WriteDir(repoDir); err != nil {
+		t.Fatal(err)
+	}
+	var idx map[string]any
+	p := filepath.Join(repoDir, "model.safetensors.index.json")
+	b, _ := os.ReadFile(p)
+	json.Unmarshal(b, &idx)
+	wm := idx["weight_map"].(map[string]any)
+	dropped := 0
+	for name := range wm {
+		if strings.HasSuffix(name, ".weight_scale_inv") {
+			delete(wm, name)
+			dropped++
+		}
+	}
+	b, _ = json.Marshal(idx)
+	os.WriteFile(p, b, 0o644)
+	base := serve(t, "--hub", dir)
+	ctx := newBrowser(t, 1366, 900)
+	do(t, ctx, chromedp.Navigate(pageURL(base, r.ID, "")))
+	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", r.ID), 60*time.Second)
+	count := func() int {
+		return eval[int](t, ctx, `document.querySelectorAll('#findings-list li[data-rule="index-unlisted-tensor"]').length`)
+	}
+	if n := count(); n != 25 || dropped <= 25 {
+		t.Fatalf("%d of %d unlisted-tensor findings listed before expanding, want 25", n, dropped)
+	}
+	do(t, ctx, chromedp.Click(chromedp.CSS(`#findings-list li.more button`)))
+	if n := count(); n != dropped {
+		t.Fatalf("%d listed after expanding, want %d", n, dropped)
+	}
 }

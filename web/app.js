@@ -311,16 +311,34 @@ function renderFindings(fs) {
   const n = sev => fs.filter(f => f.severity === sev).length;
   const plural = (k, w) => `${k} ${w}${k === 1 ? "" : "s"}`;
   $("findings-count").textContent = fs.length ? `(${plural(n("error"), "error")}, ${plural(n("warning"), "warning")}${n("info") ? ", " + plural(n("info"), "note") : ""})` : "(none: the metadata and the bytes agree)";
-  list.replaceChildren(...fs.map(f => {
-    const where = f.tensor || f.module;
-    const target = where ? f.module || moduleOfTensor(f.tensor) : "";
-    const link = !where ? null : findModule(target)
-      ? el("a", { href: "#", class: "where", text: where, onclick: e => { e.preventDefault(); selectModule(target); } })
-      : el("code", { text: where });
-    return el("li", { data: { rule: f.rule, severity: f.severity, tensor: f.tensor || "", module: f.module || "" } },
-      el("span", { class: "sev sev-" + f.severity, text: f.severity }), " ", el("span", { class: "rule", text: f.rule }), " ",
-      link, link ? ": " : "", f.message);
-  }));
+  // A broken repo can repeat one rule thousands of times: show the first
+  // few of each, and the rest on request.
+  const PER_RULE = 25;
+  const seen = new Map(), rest = new Map();
+  const first = [];
+  for (const f of fs) {
+    const k = (seen.get(f.rule) || 0) + 1;
+    seen.set(f.rule, k);
+    if (k <= PER_RULE) first.push(f); else { if (!rest.has(f.rule)) rest.set(f.rule, []); rest.get(f.rule).push(f); }
+  }
+  const items = first.map(findingItem);
+  for (const [rule, more] of rest) {
+    const li = el("li", { class: "more", data: { moreRule: rule } }, el("button", { type: "button", class: "linkish", text: `… and ${int(more.length)} more ${rule}`,
+      onclick: () => li.replaceWith(...more.map(findingItem)) }));
+    items.push(li);
+  }
+  list.replaceChildren(...items);
+}
+
+function findingItem(f) {
+  const where = f.tensor || f.module;
+  const target = where ? f.module || moduleOfTensor(f.tensor) : "";
+  const link = !where ? null : findModule(target)
+    ? el("a", { href: "#", class: "where", text: where, onclick: e => { e.preventDefault(); selectModule(target); } })
+    : el("code", { text: where });
+  return el("li", { data: { rule: f.rule, severity: f.severity, tensor: f.tensor || "", module: f.module || "" } },
+    el("span", { class: "sev sev-" + f.severity, text: f.severity }), " ", el("span", { class: "rule", text: f.rule }), " ",
+    link, link ? ": " : "", f.message);
 }
 
 // moduleOfTensor drops a tensor name's role (weight, weight_scale, …).
