@@ -4,7 +4,7 @@ BIN     := bin/quantscope
 DEMO    := .cache/demo
 FUZZTIME ?= 60s
 
-.PHONY: wasm all build run test vet bench bench-hub fuzz demo demo-inspect clean
+.PHONY: wasm all build run test race vet bench bench-hub fuzz demo demo-inspect clean
 
 all: build
 
@@ -29,6 +29,11 @@ vet:
 
 test: vet
 	$(GO) test -count=1 ./...
+	$(MAKE) race
+
+# The concurrent parts again under the race detector.
+race:
+	$(GO) test -race -count=1 ./formats/hub ./formats/checkpoint ./companion/localhub ./wasm/session
 
 # Speed as ratios against a memmove measured in the same run.
 bench:
