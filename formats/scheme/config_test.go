@@ -157,3 +157,35 @@ func FuzzDetect(f *testing.F) {
 		}
 	})
 }
+
+// What a config says of a module: exclusions are fnmatch wildcards for
+// ModelOpt, names or re: patterns for compressed-tensors; MoE routers are
+// unquantized by the runtimes whatever the targets say.
+func TestDeclared(t *testing.T) {
+	lin := func(name string) *Module {
+		return &Module{Name: name, Kind: kindOf(name), Format: "bf16", WeightShape: []uint64{8, 8}}
+	}
+	mo := &Scheme{Method: "modelopt", QuantAlgo: "NVFP4", ExcludeModules: []string{"lm_head", "model.layers.*.self_attn*"}}
+	ct := &Scheme{Method: "compressed-tensors", Ignore: []string{"lm_head", "re:.*o_proj$"}, Groups: []ConfigGroup{{Targets: []string{"Linear"}}}}
+	for _, c := range []struct {
+		s              *Scheme
+		name           string
+		declared, know bool
+	}{
+		{mo, "model.layers.3.mlp.experts.7.up_proj", true, true},
+		{mo, "model.layers.3.self_attn.q_proj", false, true},
+		{mo, "lm_head", false, true},
+		{mo, "model.layers.3.mlp.gate", false, false},
+		{ct, "model.layers.0.self_attn.o_proj", false, true},
+		{ct, "model.layers.0.self_attn.q_proj", true, true},
+		{ct, "model.layers.0.mlp.router", false, false},
+		{&Scheme{Method: "mxfp4", Ignore: []string{"model.layers.*.mlp.router"}}, "model.layers.1.mlp.router", false, true},
+		{&Scheme{Method: "fp8"}, "model.layers.1.mlp.down_proj", true, false},
+		{&Scheme{Method: "none"}, "model.layers.1.mlp.down_proj", false, false},
+	} {
+		d, k := c.s.Declared(lin(c.name))
+		if d != c.declared || k != c.know {
+			t.Errorf("%s %s: declared %v known %v, want %v %v", c.s.Method, c.name, d, k, c.declared, c.know)
+		}
+	}
+}

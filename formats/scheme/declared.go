@@ -78,6 +78,11 @@ func fnmatch(pattern, name string) bool {
 // whose configs list no modules).
 func (s *Scheme) Declared(m *Module) (quantized, known bool) {
 	linear := isLinearLike(m)
+	if m.Kind == "router" {
+		// MoE routers are built unquantized by the runtimes whatever a
+		// config's targets say; only an explicit exclusion is a statement.
+		return false, s.ExcludedBy(m.Name) != ""
+	}
 	switch s.Method {
 	case "modelopt":
 		if s.QuantAlgo == "MIXED_PRECISION" {

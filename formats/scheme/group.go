@@ -58,7 +58,7 @@ const (
 // Module is a layer's weight with everything stored to describe it.
 type Module struct {
 	Name   string `json:"name"`
-	Kind   string `json:"kind"` // attention | mlp | experts | embedding | norm | head | other
+	Kind   string `json:"kind"` // attention | mlp | experts | router | embedding | norm | head | other
 	Format string `json:"format"`
 	Layout string `json:"layout"`
 	// Bits per stored weight code (4 for NVFP4 and int4, 8 for FP8).
@@ -215,6 +215,8 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 func kindOf(name string) string {
 	n := strings.ToLower(name)
 	switch {
+	case strings.HasSuffix(n, ".gate") || strings.HasSuffix(n, ".router") || strings.Contains(n, ".router."):
+		return "router" // an MoE router: runtimes build it unquantized whatever the config says
 	case strings.Contains(n, "expert"):
 		return "experts"
 	case strings.Contains(n, "embed") || strings.HasSuffix(n, "wte") || strings.HasSuffix(n, "wpe"):
