@@ -5,20 +5,17 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-
-	"github.com/quantscope/quantscope/synth"
 )
 
 func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) != 1 {
 		return &usageError{"demo wants DIR"}
 	}
-	for _, r := range synth.All() {
-		dir := filepath.Join(args[0], filepath.FromSlash(r.ID))
-		if err := r.WriteDir(dir); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s\t%s\n", dir, r.About)
+	if err := writeDemos(args[0]); err != nil {
+		return err
+	}
+	for _, d := range demoRepos() {
+		fmt.Fprintf(stdout, "%s\t%s\n", filepath.Join(args[0], filepath.FromSlash(d.id)), d.about)
 	}
 	return nil
 }

@@ -87,6 +87,7 @@ type Checkpoint struct {
 	locs        []tensorLoc  // locs[i] is where tensors[i] is stored
 	listed      []indexState // with an index: what it says of tensors[i]
 	shardByPath map[string]*Shard
+	indexShards map[string]bool // the shards the index names
 
 	byModuleOnce sync.Once
 	byModule     map[string]*scheme.Module

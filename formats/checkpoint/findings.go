@@ -67,12 +67,8 @@ func (c *Checkpoint) checkIndex() []scheme.Finding {
 		return nil
 	}
 	var out []scheme.Finding
-	named := map[string]bool{}
-	for _, p := range c.Index.WeightMap {
-		named[p] = true
-	}
 	for _, f := range c.Files {
-		if strings.HasSuffix(f.Path, ".safetensors") && !named[f.Path] {
+		if strings.HasSuffix(f.Path, ".safetensors") && !c.indexShards[f.Path] {
 			out = append(out, scheme.Finding{Rule: RuleIndexUnlistedShard, Severity: scheme.SeverityWarning,
 				Message: fmt.Sprintf("%s is in the repo but the index names none of its tensors: loaders that follow the index ignore it, and so does this inventory", f.Path)})
 		}

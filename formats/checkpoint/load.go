@@ -81,7 +81,9 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 			perShard[p] = h
 		}
 		slices.Sort(shardPaths)
+		c.indexShards = make(map[string]bool, len(shardPaths))
 		for _, p := range shardPaths {
+			c.indexShards[p] = true
 			if _, ok := sizes[p]; !ok {
 				return nil, fmt.Errorf("%s: %s: rule index-missing-shard: weight_map names shard %q, which the repo does not have", src.Name(), indexFile, p)
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -130,16 +129,6 @@ func Encode(tensors []WriteTensor, metadata map[string]string) ([]byte, error) {
 		out = append(out, t.Data...)
 	}
 	return out, nil
-}
-
-// Write encodes the tensors and writes the file to w.
-func Write(w io.Writer, tensors []WriteTensor, metadata map[string]string) error {
-	b, err := Encode(tensors, metadata)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
 }
 
 func writeJSONString(buf *bytes.Buffer, s string) {

@@ -13,9 +13,6 @@ const ctPerWord = packing.CTPerWord
 
 func ctLayoutOf(s *Scheme) packing.CTLayout { return packing.CTLayoutForVersion(s.Version) }
 
-// CTLayout is the pack_to_int32 layout the scheme's version implies.
-func (s *Scheme) CTLayout() packing.CTLayout { return ctLayoutOf(s) }
-
 var reCache sync.Map // pattern → *regexp.Regexp (nil when invalid)
 
 // matchTarget applies one compressed-tensors target or ignore entry to a module

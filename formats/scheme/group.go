@@ -126,9 +126,6 @@ var metadataRoles = map[string]bool{
 	"g_idx": true, "k_scale": true, "v_scale": true, "mx_scales": true,
 }
 
-// IsMetadataRole reports whether tensors in the role are quantization metadata.
-func IsMetadataRole(role string) bool { return metadataRoles[role] }
-
 // SplitName splits a tensor name into its module and role. MXFP4's
 // `*_blocks` and `*_scales` are roles "blocks" and "mx_scales"; a name with no
 // known role is its own module with role "tensor".

@@ -152,7 +152,7 @@ func (s *Session) Sample(name string, rowStart, rows int) (*SampleView, error) {
 	}
 	v := &SampleView{Sample: smp, Format: m.Format, Layout: m.Layout}
 	v.Stats = scheme.ValueStats(smp.Values)
-	v.Histogram = histogram(smp.Values, 48)
+	v.Histogram = histogram(smp.Values, v.Stats, 48)
 	v.ScaleHistogram = log2Histogram(smp.Scales, 32)
 	if st, ok := s.src.(hub.StatsSource); ok {
 		v.Bytes = st.Stats().Bytes
@@ -163,8 +163,7 @@ func (s *Session) Sample(name string, rowStart, rows int) (*SampleView, error) {
 // Close releases the session's readers.
 func (s *Session) Close() error { return s.ck.Close() }
 
-func histogram(v []float32, bins int) Histogram {
-	st := scheme.ValueStats(v)
+func histogram(v []float32, st scheme.Stats, bins int) Histogram {
 	h := Histogram{Lo: st.Min, Hi: st.Max, Counts: make([]int, bins)}
 	if st.NaN+st.Inf == len(v) { // nothing finite to bin
 		h.Lo, h.Hi = 0, 1
@@ -190,7 +189,7 @@ func log2Histogram(v []float32, bins int) Histogram {
 			logs = append(logs, float32(math.Log2(math.Abs(float64(x)))))
 		}
 	}
-	h := histogram(logs, bins)
+	h := histogram(logs, scheme.ValueStats(logs), bins)
 	h.Log2 = true
 	return h
 }
