@@ -1,0 +1,469 @@
+// Package fit estimates the GPU memory needed to serve a checkpoint, from its
+// safetensors headers and configs alone: the weights as stored (every
+// tensor's bytes, scales included, not a format's nominal bits), split for
+// tensor parallelism; the KV cache of GQA, MHA and MLA attention with
+// sliding-window layers capped at their window and the KV dtype the
+// checkpoint declares; runtime buffers the checkpoint does not show (GPT-
+// QModel's W4A staged operands) and a reserve for activations; and, for each
+// GPU asked, whether it fits, on how many GPUs, and the longest context that
+// does.
+//
+// It is an estimate made the way vLLM lays a model out, and every choice it
+// makes is returned as an assumption string. It does not read weights, run
+// or profile anything, model a particular engine's allocator (block
+// rounding, CUDA graphs, fragmentation), pipeline or data parallelism, draft
+// models other than a checkpoint's own MTP layers, or a multimodal encoder's
+// activations beyond the reserve.
+package fit
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/quantscope/quantscope/formats/anatomy"
+	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/scheme"
+)
+
+// Module is what the estimate needs of one module of the checkpoint.
+type Module struct {
+	Name         string
+	Bytes        uint64 // every tensor of the module: weight, scales, zero points, bias
+	WeightParams uint64 // logical weight elements (bias excluded)
+	Layout       string // scheme.Layout*
+	Bits         int
+}
+
+// Repo is a checkpoint as the estimate reads it.
+type Repo struct {
+	Source  string
+	Config  []byte // config.json
+	HFQuant []byte // hf_quant_config.json, nil when absent
+	Modules []Module
+}
+
+// FromCheckpoint takes what the estimate needs from a loaded checkpoint.
+func FromCheckpoint(c *checkpoint.Checkpoint) Repo {
+	r := Repo{Source: c.Source.Name(), Config: c.Config, HFQuant: c.HFQuant, Modules: make([]Module, 0, len(c.Modules))}
+	for _, m := range c.Modules {
+		var p uint64
+		if m.Format != scheme.FormatNone {
+			p = 1
+			for _, d := range m.WeightShape {
+				p *= d
+			}
+		}
+		r.Modules = append(r.Modules, Module{Name: m.Name, Bytes: m.Bytes, WeightParams: p, Layout: m.Layout, Bits: m.Bits})
+	}
+	return r
+}
+
+// Options are the question asked.
+type Options struct {
+	TP      int    // tensor-parallel degree (default 1)
+	Context int    // tokens a sequence (default: max_position_embeddings capped at DefaultContextCap)
+	Batch   int    // sequences (default 1)
+	MTP     bool   // load the layers past num_hidden_layers (MTP) and cache their KV
+	W4A     string // "", "fp8" or "nvfp4": GPT-QModel's W4A staged operands of GPTQ INT4 weights
+	KVDType string // override the KV dtype (bf16, fp16, fp32, fp8, int8)
+	Reserve string // ParseReserve's forms; "" is DefaultReserve
+	GPUs    []GPU  // default Catalog
+}
+
+// DefaultContextCap bounds the default context; DefaultContext is used when
+// config.json states no max_position_embeddings.
+const (
+	DefaultContextCap = 32768
+	DefaultContext    = 8192
+	// contextLimitUnstated bounds max_context when the model states no limit.
+	contextLimitUnstated = 1 << 20
+)
+
+// Counts are the TP degrees a verdict tries.
+var Counts = []int{1, 2, 4, 8}
+
+// Verdict is one GPU's answer.
+type Verdict struct {
+	Name        string `json:"name"`
+	MemoryBytes uint64 `json:"memory_bytes"`
+	// Count is the smallest TP degree of Counts that fits at the asked
+	// context and batch (0: not even the largest).
+	Count int `json:"count"`
+	// Fits says whether the asked TP degree fits; NeedBytes is what one GPU
+	// of it needs, UsableBytes what one GPU offers after the reserve.
+	Fits        bool   `json:"fits"`
+	NeedBytes   uint64 `json:"need_bytes"`
+	UsableBytes uint64 `json:"usable_bytes"`
+	// MaxContext is the longest context (at the asked batch and TP) that
+	// fits, up to the model's max_position_embeddings; 0 when not even the
+	// weights do.
+	MaxContext int `json:"max_context"`
+}
+
+// Report is the estimate (fit --json).
+type Report struct {
+	Source string `json:"source"`
+	// WeightsBytes is what is loaded: every tensor, less the layers past
+	// num_hidden_layers unless MTP is asked. StoredBytes is every tensor.
+	WeightsBytes      uint64            `json:"weights_bytes"`
+	StoredBytes       uint64            `json:"stored_bytes"`
+	ExtraLayers       int               `json:"extra_layers"`
+	ExtraLayerBytes   uint64            `json:"extra_layer_bytes"`
+	BytesBySplit      map[string]uint64 `json:"bytes_by_split"` // loaded bytes by anatomy.Split*
+	PerGPUWeightBytes uint64            `json:"per_gpu_weight_bytes"`
+	// StagedBytes are runtime copies of the weights (W4A), PerGPU at the asked TP.
+	StagedBytes       uint64 `json:"staged_bytes"`
+	PerGPUStagedBytes uint64 `json:"per_gpu_staged_bytes"`
+
+	Attention string `json:"attention"` // gqa | mha | mla
+	KVDType   string `json:"kv_dtype"`
+	KVLayers  int    `json:"kv_layers"`
+	// SlidingLayers of KVLayers hold at most Window tokens.
+	SlidingLayers int `json:"sliding_layers"`
+	Window        int `json:"window"`
+	// KVBytesPerToken sums every cached layer (a token within every window);
+	// KVBytes is the cache for Context × Batch on one GPU at TP 1, and
+	// PerGPUKVBytes on one GPU at the asked TP.
+	KVBytesPerToken uint64 `json:"kv_bytes_per_token"`
+	KVBytes         uint64 `json:"kv_bytes"`
+	PerGPUKVBytes   uint64 `json:"per_gpu_kv_bytes"`
+
+	Context         int     `json:"context"`
+	Batch           int     `json:"batch"`
+	TP              int     `json:"tp"`
+	MaxPosition     int     `json:"max_position_embeddings"`
+	ReserveFraction float64 `json:"reserve_fraction"`
+	ReserveBytes    uint64  `json:"reserve_bytes"` // a fixed reserve a GPU (instead of the fraction)
+
+	Assumptions []string  `json:"assumptions"`
+	GPUs        []Verdict `json:"gpus"`
+}
+
+// placed is a module with its tensor-parallel divisor.
+type placed struct {
+	bytes, params uint64
+	split         string
+	slot          string
+	extra         bool
+	w4a           bool
+}
+
+type estimator struct {
+	model   *anatomy.Model
+	mods    []placed
+	kv      *kvPlan
+	staged  func(params uint64) uint64 // nil without W4A
+	mtp     bool
+	frac    float64
+	fixed   uint64
+	heads   int
+	qkvFrac [2]uint64 // fused QKV: q heads, kv heads × 2
+}
+
+func ceilDiv(a, b uint64) uint64 { return (a + b - 1) / b }
+
+// divide is one module's bytes on the largest GPU of a TP-n group.
+func (e *estimator) divide(m placed, b uint64, n int) uint64 {
+	N := uint64(n)
+	if m.split == anatomy.SplitReplicated || n == 1 {
+		return b
+	}
+	if e.kv.attention != "mla" && e.kv.kvHeads > 0 {
+		K := uint64(e.kv.kvHeads)
+		switch m.slot {
+		case anatomy.SlotK, anatomy.SlotV:
+			// Fewer KV heads than GPUs: each GPU holds one head's projection.
+			return ceilDiv(b, min(N, K))
+		case anatomy.SlotQKV:
+			if q, kv := e.qkvFrac[0], e.qkvFrac[1]; q > 0 && K < N {
+				qb := b * q / (q + kv)
+				return ceilDiv(qb, N) + ceilDiv(b-qb, K)
+			}
+		}
+	}
+	return ceilDiv(b, N)
+}
+
+func (e *estimator) loaded(m placed) bool { return !m.extra || e.mtp }
+
+func (e *estimator) weightsPerGPU(n int) uint64 {
+	var t uint64
+	for _, m := range e.mods {
+		if e.loaded(m) {
+			t += e.divide(m, m.bytes, n)
+		}
+	}
+	return t
+}
+
+func (e *estimator) stagedPerGPU(n int) uint64 {
+	if e.staged == nil {
+		return 0
+	}
+	var t uint64
+	for _, m := range e.mods {
+		if m.w4a && e.loaded(m) {
+			t += e.divide(m, e.staged(m.params), n)
+		}
+	}
+	return t
+}
+
+func (e *estimator) usable(g GPU) uint64 {
+	r := e.fixed
+	if r == 0 {
+		r = uint64(float64(g.MemoryBytes)*e.frac + 0.5)
+	}
+	if r >= g.MemoryBytes {
+		return 0
+	}
+	return g.MemoryBytes - r
+}
+
+// need is one GPU's memory at TP n.
+func (e *estimator) need(n, ctx, batch int) uint64 {
+	return e.weightsPerGPU(n) + e.stagedPerGPU(n) + e.kv.bytes(n, ctx, batch)
+}
+
+// maxContext is the longest context ≤ limit that fits in usable at TP n.
+func (e *estimator) maxContext(n, batch int, usable uint64, limit int) int {
+	base := e.weightsPerGPU(n) + e.stagedPerGPU(n)
+	if base > usable || e.kv.bytes(n, 1, batch) > usable-base {
+		return 0
+	}
+	lo, hi := 1, limit // lo fits
+	if e.kv.bytes(n, hi, batch) <= usable-base {
+		return hi
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if e.kv.bytes(n, mid, batch) <= usable-base {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// divisible says whether vLLM accepts TP n for this model's heads.
+func (e *estimator) divisible(n int) bool {
+	if e.heads > 0 && e.heads%n != 0 {
+		return false
+	}
+	if k := e.kv.kvHeads; k > 0 && k%n != 0 && n%k != 0 {
+		return false
+	}
+	return true
+}
+
+// Estimate answers the question for a repo.
+func Estimate(r Repo, o Options) (*Report, error) {
+	if len(r.Config) == 0 {
+		return nil, fmt.Errorf("%s: config.json: rule fit-config: the repo has no config.json, so the KV cache cannot be sized", r.Source)
+	}
+	m, err := anatomy.ParseModel(r.Config)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Source, err)
+	}
+	if o.TP == 0 {
+		o.TP = 1
+	}
+	if o.Batch == 0 {
+		o.Batch = 1
+	}
+	switch {
+	case o.TP < 1 || o.TP > 1024:
+		return nil, fmt.Errorf("--tp %d: want 1 to 1024 GPUs", o.TP)
+	case o.Batch < 1 || o.Batch > 1<<20:
+		return nil, fmt.Errorf("--batch %d: want 1 to 1048576 sequences", o.Batch)
+	case o.Context < 0 || o.Context > 1<<26:
+		return nil, fmt.Errorf("--context %d: want 1 to 67108864 tokens", o.Context)
+	}
+	switch o.W4A {
+	case "", "fp8", "nvfp4":
+	default:
+		return nil, fmt.Errorf("--w4a %q: want fp8 or nvfp4", o.W4A)
+	}
+	rep := &Report{Source: r.Source, TP: o.TP, Batch: o.Batch, MaxPosition: m.MaxPosition, BytesBySplit: map[string]uint64{}}
+	var notes []string
+	e := &estimator{model: m, mtp: o.MTP, heads: m.NumAttentionHeads}
+	if rep.ReserveFraction, rep.ReserveBytes, err = reserveOf(o.Reserve); err != nil {
+		return nil, err
+	}
+	e.frac, e.fixed = rep.ReserveFraction, rep.ReserveBytes
+
+	// Weights.
+	extraLayers := map[int]bool{}
+	var w4aParams uint64
+	for _, mod := range r.Modules {
+		p := anatomy.Locate(mod.Name, m.NumHiddenLayers)
+		pm := placed{bytes: mod.Bytes, params: mod.WeightParams, split: p.Split, slot: p.Slot, extra: p.Extra,
+			w4a: (mod.Layout == scheme.LayoutGPTQ || mod.Layout == scheme.LayoutGPTQv2) && mod.Bits == 4}
+		e.mods = append(e.mods, pm)
+		rep.StoredBytes += mod.Bytes
+		if p.Extra {
+			extraLayers[p.Layer] = true
+			rep.ExtraLayerBytes += mod.Bytes
+		}
+		if e.loaded(pm) {
+			rep.WeightsBytes += mod.Bytes
+			rep.BytesBySplit[p.Split] += mod.Bytes
+			if pm.w4a {
+				w4aParams += mod.WeightParams
+			}
+		}
+	}
+	rep.ExtraLayers = len(extraLayers)
+	if o.MTP && rep.ExtraLayers == 0 {
+		return nil, fmt.Errorf("%s: --mtp: rule fit-mtp: no module sits past num_hidden_layers %d, so there is no MTP layer to load", r.Source, m.NumHiddenLayers)
+	}
+	notes = append(notes, "weights: the bytes every loaded tensor stores (scales, zero points and biases included), not a format's nominal bits")
+	if rep.ExtraLayers > 0 {
+		if o.MTP {
+			notes = append(notes, fmt.Sprintf("--mtp: the %d layer(s) past num_hidden_layers %d (%s) are loaded and their KV cached like a full-attention layer", rep.ExtraLayers, m.NumHiddenLayers, HumanGB(rep.ExtraLayerBytes)))
+		} else {
+			notes = append(notes, fmt.Sprintf("the %d layer(s) past num_hidden_layers %d (MTP, %s stored) are neither loaded nor cached: vLLM skips them unless speculative decoding uses them (--mtp counts them)", rep.ExtraLayers, m.NumHiddenLayers, HumanGB(rep.ExtraLayerBytes)))
+		}
+	}
+
+	// KV cache.
+	extra := 0
+	if o.MTP {
+		extra = rep.ExtraLayers
+	}
+	if e.kv, err = planKV(m, r.HFQuant, extra, o.KVDType, &notes); err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Source, err)
+	}
+	e.qkvFrac = [2]uint64{uint64(max(m.NumAttentionHeads, 0)), 2 * uint64(max(e.kv.kvHeads, 0))}
+	rep.Attention, rep.KVDType, rep.KVLayers = e.kv.attention, e.kv.dtype, len(e.kv.layers)
+	rep.SlidingLayers, rep.Window = e.kv.sliding, e.kv.window
+	if rep.SlidingLayers == 0 {
+		rep.Window = 0
+	}
+	rep.KVBytesPerToken = e.kv.perToken(1)
+
+	// Context.
+	limit := m.MaxPosition
+	if limit <= 0 {
+		limit = contextLimitUnstated
+		notes = append(notes, fmt.Sprintf("config.json states no max_position_embeddings: max_context searched up to %d tokens", limit))
+	}
+	switch {
+	case o.Context > 0:
+		rep.Context = o.Context
+		if m.MaxPosition > 0 && o.Context > m.MaxPosition {
+			notes = append(notes, fmt.Sprintf("context %d is past max_position_embeddings %d", o.Context, m.MaxPosition))
+		}
+	case m.MaxPosition > 0:
+		rep.Context = min(m.MaxPosition, DefaultContextCap)
+		if m.MaxPosition > DefaultContextCap {
+			notes = append(notes, fmt.Sprintf("context %d: max_position_embeddings %d capped at %d by default (--context asks for another)", rep.Context, m.MaxPosition, DefaultContextCap))
+		}
+	default:
+		rep.Context = DefaultContext
+		notes = append(notes, fmt.Sprintf("context %d by default: config.json states no max_position_embeddings", DefaultContext))
+	}
+	rep.KVBytes = e.kv.bytes(1, rep.Context, rep.Batch)
+
+	// Runtime extras.
+	if o.W4A != "" {
+		if w4aParams == 0 {
+			return nil, fmt.Errorf("%s: --w4a %s: rule fit-w4a: no GPTQ INT4 module to stage (W4A runs GPT-QModel's GPTQ INT4 weights)", r.Source, o.W4A)
+		}
+		if o.W4A == "fp8" {
+			e.staged = func(p uint64) uint64 { return p }
+		} else {
+			e.staged = func(p uint64) uint64 { return ceilDiv(17*p, 8) }
+		}
+		rep.StagedBytes = e.stagedPerGPU(1)
+		if o.W4A == "fp8" {
+			notes = append(notes, fmt.Sprintf("W4A-FP8: GPT-QModel keeps an E4M3 copy of every INT4 weight besides the GPTQ buffers, 1 byte a weight parameter (%s)", HumanGB(rep.StagedBytes)))
+		} else {
+			notes = append(notes, fmt.Sprintf("W4A-NVFP4: GPT-QModel keeps two E2M1 planes (2 × ½ byte) with their unit E4M3 block-16 scales (2 × 1/16 byte) and the E4M3 copy (1 byte) of every INT4 weight, 2.125 bytes a weight parameter (%s)", HumanGB(rep.StagedBytes)))
+		}
+	}
+	if rep.ReserveBytes > 0 {
+		notes = append(notes, fmt.Sprintf("%s of each GPU held back for activations, CUDA graphs and workspace (--reserve)", HumanGB(rep.ReserveBytes)))
+	} else {
+		how := "as vLLM's default gpu_memory_utilization 0.9 leaves; --reserve changes it"
+		if o.Reserve != "" {
+			how = "--reserve"
+		}
+		notes = append(notes, fmt.Sprintf("%g%% of each GPU held back for activations, CUDA graphs and workspace (%s)", 100*rep.ReserveFraction, how))
+	}
+
+	// Tensor parallelism.
+	rep.PerGPUWeightBytes = e.weightsPerGPU(o.TP)
+	rep.PerGPUStagedBytes = e.stagedPerGPU(o.TP)
+	rep.PerGPUKVBytes = e.kv.bytes(o.TP, rep.Context, rep.Batch)
+	notes = append(notes, tpNotes(e, o.TP)...)
+	notes = append(notes, "GPU memory as vendors state it, in decimal GB (10^9 bytes)")
+
+	gpus := o.GPUs
+	if len(gpus) == 0 {
+		gpus = Catalog
+	}
+	for _, g := range gpus {
+		v := Verdict{Name: g.Name, MemoryBytes: g.MemoryBytes, UsableBytes: e.usable(g)}
+		v.NeedBytes = e.need(o.TP, rep.Context, rep.Batch)
+		v.Fits = v.NeedBytes <= v.UsableBytes && e.divisible(o.TP)
+		if e.divisible(o.TP) {
+			v.MaxContext = e.maxContext(o.TP, rep.Batch, v.UsableBytes, limit)
+		}
+		for _, n := range Counts {
+			if e.divisible(n) && e.need(n, rep.Context, rep.Batch) <= v.UsableBytes {
+				v.Count = n
+				break
+			}
+		}
+		rep.GPUs = append(rep.GPUs, v)
+	}
+	rep.Assumptions = notes
+	return rep, nil
+}
+
+func reserveOf(s string) (float64, uint64, error) {
+	if s == "" {
+		return DefaultReserve, 0, nil
+	}
+	return ParseReserve(s)
+}
+
+func tpNotes(e *estimator, n int) []string {
+	var out []string
+	if n > 1 {
+		out = append(out, fmt.Sprintf("tp %d: column- and row-parallel linears, vocab-parallel embeddings and head, and routed experts divided by %d, each module rounded up to a whole byte; norms, routers, MLA down-projections and modules of unknown role copied on every GPU; a split module's scales and bias divided with its weight", n, n))
+	}
+	if e.kv.attention != "mla" && e.kv.kvHeads > 0 && n > 1 {
+		if e.kv.kvHeads >= n {
+			out = append(out, fmt.Sprintf("tp %d: the %d KV heads divided, %d a GPU, and the KV cache with them", n, e.kv.kvHeads, (e.kv.kvHeads+n-1)/n))
+		} else {
+			out = append(out, fmt.Sprintf("tp %d: fewer KV heads (%d) than GPUs, so each GPU holds one KV head, its k/v projection and its cache (each head replicated on %d GPUs, as vLLM does)", n, e.kv.kvHeads, n/e.kv.kvHeads))
+		}
+	}
+	var bad []string
+	for _, c := range slices.Concat([]int{n}, Counts) {
+		if c > 1 && !e.divisible(c) && !slices.Contains(bad, fmt.Sprint(c)) {
+			bad = append(bad, fmt.Sprint(c))
+		}
+	}
+	if len(bad) > 0 {
+		out = append(out, fmt.Sprintf("tp %s does not divide the %d attention heads (%d KV heads): vLLM refuses it, so it never fits and a count never uses it", strings.Join(bad, ", "), e.heads, e.kv.kvHeads))
+	}
+	return out
+}
+
+// HumanGB writes bytes as decimal GB (MB below 0.1 GB).
+func HumanGB(b uint64) string {
+	switch {
+	case b >= GB/10:
+		return fmt.Sprintf("%.2f GB", float64(b)/GB)
+	case b >= 1_000_000:
+		return fmt.Sprintf("%.1f MB", float64(b)/1e6)
+	case b >= 1000:
+		return fmt.Sprintf("%.1f kB", float64(b)/1e3)
+	}
+	return fmt.Sprintf("%d B", b)
+}
