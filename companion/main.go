@@ -2,6 +2,7 @@
 //
 //	quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
 //	quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
+//	quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp] [--w4a fp8|nvfp4] [--reserve R] SOURCE
 //	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
 //	quantscope hub     [--addr 127.0.0.1:8090] DIR
 //
@@ -27,6 +28,9 @@ const usage = `quantscope: what is really inside a quantized checkpoint
 usage:
   quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
   quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
+  quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp]
+                     [--w4a fp8|nvfp4] [--kv-dtype D] [--reserve 0.1|10%|GB] SOURCE
+                     memory to serve SOURCE, and on which GPUs it fits
   quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
   quantscope hub     [--addr 127.0.0.1:8090] DIR
   quantscope demo    DIR        write the generated demo repos under DIR
@@ -73,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdInspect(ctx, rest, stdout)
 	case "decode":
 		return cmdDecode(ctx, rest, stdout)
+	case "fit":
+		return cmdFit(ctx, rest, stdout)
 	case "serve":
 		return cmdServe(ctx, rest, stdout, stderr)
 	case "hub":

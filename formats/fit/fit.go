@@ -258,6 +258,41 @@ func (e *estimator) divisible(n int) bool {
 	return true
 }
 
+// Check fills in the defaults (TP 1, batch 1) and rejects impossible
+// options, so a command line can refuse them before reading a repo.
+func (o *Options) Check() error {
+	if o.TP == 0 {
+		o.TP = 1
+	}
+	if o.Batch == 0 {
+		o.Batch = 1
+	}
+	switch {
+	case o.TP < 1 || o.TP > 1024:
+		return fmt.Errorf("--tp %d: want 1 to 1024 GPUs", o.TP)
+	case o.Batch < 1 || o.Batch > 1<<20:
+		return fmt.Errorf("--batch %d: want 1 to 1048576 sequences", o.Batch)
+	case o.Context < 0 || o.Context > 1<<26:
+		return fmt.Errorf("--context %d: want 1 to 67108864 tokens", o.Context)
+	}
+	switch o.W4A {
+	case "", "fp8", "nvfp4":
+	default:
+		return fmt.Errorf("--w4a %q: want fp8 or nvfp4", o.W4A)
+	}
+	if o.KVDType != "" {
+		_, e, ok := dtypeBytes(o.KVDType)
+		if !ok {
+			_, e = algoBytes(o.KVDType)
+		}
+		if e == 0 {
+			return fmt.Errorf("--kv-dtype %q: want bf16, fp16, fp32, fp8 or int8", o.KVDType)
+		}
+	}
+	_, _, err := reserveOf(o.Reserve)
+	return err
+}
+
 // Estimate answers the question for a repo.
 func Estimate(r Repo, o Options) (*Report, error) {
 	if len(r.Config) == 0 {
@@ -267,24 +302,8 @@ func Estimate(r Repo, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Source, err)
 	}
-	if o.TP == 0 {
-		o.TP = 1
-	}
-	if o.Batch == 0 {
-		o.Batch = 1
-	}
-	switch {
-	case o.TP < 1 || o.TP > 1024:
-		return nil, fmt.Errorf("--tp %d: want 1 to 1024 GPUs", o.TP)
-	case o.Batch < 1 || o.Batch > 1<<20:
-		return nil, fmt.Errorf("--batch %d: want 1 to 1048576 sequences", o.Batch)
-	case o.Context < 0 || o.Context > 1<<26:
-		return nil, fmt.Errorf("--context %d: want 1 to 67108864 tokens", o.Context)
-	}
-	switch o.W4A {
-	case "", "fp8", "nvfp4":
-	default:
-		return nil, fmt.Errorf("--w4a %q: want fp8 or nvfp4", o.W4A)
+	if err := o.Check(); err != nil {
+		return nil, err
 	}
 	rep := &Report{Source: r.Source, TP: o.TP, Batch: o.Batch, MaxPosition: m.MaxPosition, BytesBySplit: map[string]uint64{}}
 	var notes []string
@@ -450,7 +469,11 @@ func tpNotes(e *estimator, n int) []string {
 		}
 	}
 	if len(bad) > 0 {
-		out = append(out, fmt.Sprintf("tp %s does not divide the %d attention heads (%d KV heads): vLLM refuses it, so it never fits and a count never uses it", strings.Join(bad, ", "), e.heads, e.kv.kvHeads))
+		heads := fmt.Sprintf("the %d attention heads", e.heads)
+		if k := e.kv.kvHeads; k > 0 && k != e.heads {
+			heads += fmt.Sprintf(" and %d KV heads", k)
+		}
+		out = append(out, fmt.Sprintf("tp %s: does not divide %s, which vLLM refuses, so it never fits and a count never uses it", strings.Join(bad, ", "), heads))
 	}
 	return out
 }

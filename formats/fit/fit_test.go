@@ -262,7 +262,7 @@ func TestFP8KV(t *testing.T) {
 	eq(t, "tp16 fits (8 heads)", rep.GPUs[0].Fits, false)
 	eq(t, "tp16 max_context", rep.GPUs[0].MaxContext, 0)
 	eq(t, "count", rep.GPUs[0].Count, 1)
-	hasNote(t, rep, "tp 16 does not divide the 8 attention heads")
+	hasNote(t, rep, "tp 16: does not divide the 8 attention heads and 4 KV heads")
 }
 
 // TestW4A: GPT-QModel's staged operands of GPTQ INT4 weights, only when asked.
