@@ -6,6 +6,7 @@
 //	quantscope.open(source, {endpoint, revision, token, onProgress, onTrace}) → Promise<inventory JSON>
 //	quantscope.sample(module, rowStart, rows) → Promise<{json, values: Float32Array}>
 //	quantscope.tensors([module]) → Promise<tensors[] JSON>  (the inventory leaves them out)
+//	quantscope.fit({tp, context, batch, mtp, w4a, kv_dtype, reserve, gpus}) → Promise<fit --json's JSON>
 //	quantscope.cancel()
 //
 // Opening another repo cancels what is in flight. Errors reject with an
@@ -199,6 +200,38 @@ func (a *app) sample(args []safejs.Value) (any, error) {
 	return out, nil
 }
 
+// fit estimates the memory to serve the open repo (session.FitJSON); its
+// options object is fit's flags by name (session.FitRequest).
+func (a *app) fit(args []safejs.Value) (any, error) {
+	a.mu.Lock()
+	s := a.cur
+	a.mu.Unlock()
+	if s == nil {
+		return nil, errors.New("no repo is open")
+	}
+	var req []byte
+	if len(args) > 0 && args[0].Type() == safejs.TypeObject {
+		js, err := safejs.Global().Get("JSON")
+		if err != nil {
+			return nil, err
+		}
+		str, err := js.Call("stringify", args[0])
+		if err != nil {
+			return nil, err
+		}
+		v, err := str.String()
+		if err != nil {
+			return nil, err
+		}
+		req = []byte(v)
+	}
+	b, err := s.FitJSON(req)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return string(b), nil
+}
+
 func (a *app) cancelAll() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -213,7 +246,7 @@ func main() {
 	a := &app{}
 	// The engine's garbage is mostly header strings; collect less often.
 	debug.SetGCPercent(400)
-	api := map[string]func(args []safejs.Value) (any, error){"open": a.open, "sample": a.sample, "tensors": a.tensors}
+	api := map[string]func(args []safejs.Value) (any, error){"open": a.open, "sample": a.sample, "tensors": a.tensors, "fit": a.fit}
 	obj, err := safejs.ValueOf(map[string]any{"version": "quantscope-wasm-1"})
 	if err != nil {
 		return

@@ -13,6 +13,7 @@ import (
 	"math"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/fit"
 	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/formats/scheme"
 )
@@ -33,6 +34,7 @@ type Session struct {
 	src      hub.Source
 	inv      *checkpoint.Inventory
 	byModule map[string][]checkpoint.TensorEntry
+	fitRepo  *fit.Repo // FitJSON's view of the modules, made once
 }
 
 // Open reads a remote SOURCE's inventory.
