@@ -1,7 +1,10 @@
 package synth
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	st "github.com/quantscope/quantscope/formats/safetensors"
 )
@@ -207,4 +210,96 @@ func FitFP8KV() *Repo {
 		"vocab_size": d.Vocab, "max_position_embeddings": d.MaxPos, "torch_dtype": "bfloat16",
 	})
 	return b.finish(1)
+}
+
+// WriteLlama70BFP8Shape writes, under dir, a repo shaped like a ModelOpt FP8
+// export of Llama-3.1-70B (80 layers, hidden 8192, 64 heads, 8 KV heads,
+// MLP 28672, vocab 128256, FP8 per-tensor linears with their k/v cache
+// scales, an FP8 KV cache declared): the headers, index and configs are
+// real, the data sparse (the shards are truncated to size, nothing is
+// written), so its 72 GB take a few hundred kB of disk. The page's
+// "Will it fit" figure is drawn from it.
+func WriteLlama70BFP8Shape(dir string) error {
+	const hidden, inter, layers, heads, kvHeads, vocab, hd = 8192, 28672, 80, 64, 8, 128256, 128
+	const shards = 16
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	per := make([][]st.Entry, shards)
+	dense := func(s int, name string, shape ...uint64) {
+		n := uint64(2)
+		for _, d := range shape {
+			n *= d
+		}
+		per[s] = append(per[s], st.Entry{Name: name, DType: st.BF16, Shape: shape, NBytes: n})
+	}
+	scalar := func(s int, name string) {
+		per[s] = append(per[s], st.Entry{Name: name, DType: st.F32, Shape: []uint64{}, NBytes: 4})
+	}
+	dense(0, "model.embed_tokens.weight", vocab, hidden)
+	for l := range layers {
+		s := 1 + l*(shards-2)/layers
+		p := fmt.Sprintf("model.layers.%d.", l)
+		dense(s, p+"input_layernorm.weight", hidden)
+		dense(s, p+"post_attention_layernorm.weight", hidden)
+		for _, lin := range []struct {
+			name    string
+			out, in uint64
+		}{{"self_attn.q_proj", heads * hd, hidden}, {"self_attn.k_proj", kvHeads * hd, hidden}, {"self_attn.v_proj", kvHeads * hd, hidden},
+			{"self_attn.o_proj", hidden, heads * hd}, {"mlp.gate_proj", inter, hidden}, {"mlp.up_proj", inter, hidden}, {"mlp.down_proj", hidden, inter}} {
+			per[s] = append(per[s], st.Entry{Name: p + lin.name + ".weight", DType: st.F8_E4M3, Shape: []uint64{lin.out, lin.in}, NBytes: lin.out * lin.in})
+			scalar(s, p+lin.name+".weight_scale")
+			scalar(s, p+lin.name+".input_scale")
+		}
+		scalar(s, p+"self_attn.k_proj.k_scale")
+		scalar(s, p+"self_attn.v_proj.v_scale")
+	}
+	dense(shards-1, "model.norm.weight", hidden)
+	dense(shards-1, "lm_head.weight", vocab, hidden)
+	weightMap := map[string]string{}
+	var total uint64
+	for s, entries := range per {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", s+1, shards)
+		hdr, n, err := st.EncodeHeader(entries, map[string]string{"format": "pt"})
+		if err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(hdr)
+		if err == nil {
+			err = f.Truncate(int64(len(hdr)) + int64(n)) // sparse: no data written
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		total += n
+		for _, e := range entries {
+			weightMap[e.Name] = name
+		}
+	}
+	q := map[string]any{"quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": []string{"lm_head"}}
+	files := map[string]any{
+		"model.safetensors.index.json": map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap},
+		"hf_quant_config.json":         map[string]any{"producer": map[string]any{"name": "modelopt", "version": "0.29.0"}, "quantization": q},
+		"config.json": map[string]any{"architectures": []string{"LlamaForCausalLM"}, "model_type": "llama",
+			"hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": layers, "num_attention_heads": heads,
+			"num_key_value_heads": kvHeads, "head_dim": hd, "vocab_size": vocab, "max_position_embeddings": 131072,
+			"rope_theta": 500000.0, "torch_dtype": "bfloat16"},
+	}
+	for p, v := range files {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

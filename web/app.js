@@ -229,6 +229,7 @@ function renderReport(inv) {
   renderBars(inv);
   renderFindings(inv.findings);
   renderTable(inv);
+  if (typeof renderFit === "function") renderFit(inv); // web/fit.js
 }
 
 function kv(pairs) {
