@@ -85,7 +85,7 @@ func printFit(w io.Writer, r *fit.Report) error {
 		fmt.Fprintf(&b, " (%d layers capped at %d tokens)", r.SlidingLayers, r.Window)
 	}
 	fmt.Fprintf(&b, "; %d tokens × %d = %s; %s a GPU at tp %d\n", r.Context, r.Batch, gb(r.KVBytes), gb(r.PerGPUKVBytes), r.TP)
-	need := r.PerGPUWeightBytes + r.PerGPUStagedBytes + r.PerGPUKVBytes
+	need := r.GPUs[0].NeedBytes // the same for every GPU: what one of the TP group holds
 	fmt.Fprintf(&b, "  need      %s a GPU at tp %d, context %d, batch %d\n\n", gb(need), r.TP, r.Context, r.Batch)
 	fmt.Fprintf(&b, "  %-10s %9s %10s %11s %10s %12s\n", "gpu", "memory", "usable", fmt.Sprintf("fits tp %d", r.TP), "GPUs", "max context")
 	for _, v := range r.GPUs {

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -123,5 +124,26 @@ func TestParseReserve(t *testing.T) {
 		Options{Reserve: "1GB", GPUs: []GPU{{"g", 5 * GB}, {"tiny", GB / 2}}})
 	if err != nil || rep.GPUs[0].UsableBytes != 4*GB || rep.GPUs[1].UsableBytes != 0 || rep.GPUs[1].Count != 0 || rep.GPUs[1].MaxContext != 0 {
 		t.Errorf("reserve 1GB: %v %+v", err, rep)
+	}
+}
+
+// A hostile config.json is refused, not looped over or allocated for.
+func TestConfigBounds(t *testing.T) {
+	for _, c := range []struct{ config, want string }{
+		{`{"num_hidden_layers":1000000000,"num_attention_heads":8,"hidden_size":512}`, "field num_hidden_layers: rule fit-config"},
+		{`{"num_hidden_layers":2,"num_attention_heads":-8,"hidden_size":512}`, "field num_attention_heads"},
+		{`{"num_hidden_layers":2,"num_attention_heads":8,"head_dim":1000000000}`, "field head_dim"},
+		{`{"num_hidden_layers":2,"kv_lora_rank":512,"qk_rope_head_dim":-1}`, "field qk_rope_head_dim"},
+	} {
+		if _, err := Estimate(Repo{Source: "x", Config: []byte(c.config)}, Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %q", c.config, err, c.want)
+		}
+	}
+	// The largest model shapes allowed, at the largest context and batch:
+	// the cache saturates instead of wrapping round to a small number.
+	rep, err := Estimate(Repo{Config: []byte(`{"num_hidden_layers":4096,"num_attention_heads":65536,"head_dim":65536,"torch_dtype":"float32"}`)},
+		Options{Context: 1 << 26, Batch: 1 << 20, GPUs: []GPU{{"g", 80 * GB}}})
+	if err != nil || rep.KVBytes != math.MaxUint64 || rep.GPUs[0].Fits || rep.GPUs[0].MaxContext != 0 {
+		t.Errorf("saturation: %v %+v", err, rep)
 	}
 }

@@ -76,8 +76,10 @@ type Options struct {
 const (
 	DefaultContextCap = 32768
 	DefaultContext    = 8192
-	// contextLimitUnstated bounds max_context when the model states no limit.
+	// contextLimitUnstated bounds max_context when the model states no limit,
+	// maxContextLimit in any case (--context's own bound).
 	contextLimitUnstated = 1 << 20
+	maxContextLimit      = 1 << 26
 )
 
 // Counts are the TP degrees a verdict tries.
@@ -140,18 +142,69 @@ type Report struct {
 	GPUs        []Verdict `json:"gpus"`
 }
 
-// placed is a module with its tensor-parallel divisor.
+// placed is a module where anatomy puts it; n counts the modules alike
+// (the experts of a layer are thousands of one shape).
 type placed struct {
 	bytes, params uint64
 	split         string
 	slot          string
 	extra         bool
 	w4a           bool
+	n             uint64
+}
+
+// Plan is a repo read once (its config parsed, every module placed) for any
+// number of estimates: the page asks again at each move of a control.
+type Plan struct {
+	source      string
+	hfQuant     []byte
+	model       *anatomy.Model
+	mods        []placed
+	extraLayers int
+	stored      uint64
+	extraBytes  uint64
+}
+
+// Prepare reads a repo for Estimate.
+func Prepare(r Repo) (*Plan, error) {
+	if len(r.Config) == 0 {
+		return nil, fmt.Errorf("%s: config.json: rule fit-config: the repo has no config.json, so the KV cache cannot be sized", r.Source)
+	}
+	m, err := anatomy.ParseModel(r.Config)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Source, err)
+	}
+	if err := checkModel(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Source, err)
+	}
+	pl := &Plan{source: r.Source, hfQuant: r.HFQuant, model: m}
+	extra := map[int]bool{}
+	index := map[placed]int{}
+	for _, mod := range r.Modules {
+		p := anatomy.Locate(mod.Name, m.NumHiddenLayers)
+		pm := placed{bytes: mod.Bytes, params: mod.WeightParams, split: p.Split, slot: p.Slot, extra: p.Extra,
+			w4a: (mod.Layout == scheme.LayoutGPTQ || mod.Layout == scheme.LayoutGPTQv2) && mod.Bits == 4}
+		if i, ok := index[pm]; ok {
+			pl.mods[i].n++
+		} else {
+			index[pm] = len(pl.mods)
+			pm.n = 1
+			pl.mods = append(pl.mods, pm)
+		}
+		pl.stored += mod.Bytes
+		if p.Extra {
+			extra[p.Layer] = true
+			pl.extraBytes += mod.Bytes
+		}
+	}
+	pl.extraLayers = len(extra)
+	return pl, nil
 }
 
 type estimator struct {
 	model   *anatomy.Model
 	mods    []placed
+	wcache  map[int]uint64 // weightsPerGPU by TP degree
 	kv      *kvPlan
 	staged  func(params uint64) uint64 // nil without W4A
 	mtp     bool
@@ -188,12 +241,16 @@ func (e *estimator) divide(m placed, b uint64, n int) uint64 {
 func (e *estimator) loaded(m placed) bool { return !m.extra || e.mtp }
 
 func (e *estimator) weightsPerGPU(n int) uint64 {
+	if t, ok := e.wcache[n]; ok {
+		return t
+	}
 	var t uint64
 	for _, m := range e.mods {
 		if e.loaded(m) {
-			t += e.divide(m, m.bytes, n)
+			t += m.n * e.divide(m, m.bytes, n)
 		}
 	}
+	e.wcache[n] = t
 	return t
 }
 
@@ -204,7 +261,7 @@ func (e *estimator) stagedPerGPU(n int) uint64 {
 	var t uint64
 	for _, m := range e.mods {
 		if m.w4a && e.loaded(m) {
-			t += e.divide(m, e.staged(m.params), n)
+			t += m.n * e.divide(m, e.staged(m.params), n)
 		}
 	}
 	return t
@@ -223,7 +280,7 @@ func (e *estimator) usable(g GPU) uint64 {
 
 // need is one GPU's memory at TP n.
 func (e *estimator) need(n, ctx, batch int) uint64 {
-	return e.weightsPerGPU(n) + e.stagedPerGPU(n) + e.kv.bytes(n, ctx, batch)
+	return addSat(e.weightsPerGPU(n)+e.stagedPerGPU(n), e.kv.bytes(n, ctx, batch))
 }
 
 // maxContext is the longest context ≤ limit that fits in usable at TP n.
@@ -295,46 +352,40 @@ func (o *Options) Check() error {
 
 // Estimate answers the question for a repo.
 func Estimate(r Repo, o Options) (*Report, error) {
-	if len(r.Config) == 0 {
-		return nil, fmt.Errorf("%s: config.json: rule fit-config: the repo has no config.json, so the KV cache cannot be sized", r.Source)
-	}
-	m, err := anatomy.ParseModel(r.Config)
+	pl, err := Prepare(r)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.Source, err)
+		return nil, err
 	}
+	return pl.Estimate(o)
+}
+
+// Estimate answers the question for the prepared repo.
+func (pl *Plan) Estimate(o Options) (*Report, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
+	m, r := pl.model, Repo{Source: pl.source, HFQuant: pl.hfQuant}
 	rep := &Report{Source: r.Source, TP: o.TP, Batch: o.Batch, MaxPosition: m.MaxPosition, BytesBySplit: map[string]uint64{}}
 	var notes []string
-	e := &estimator{model: m, mtp: o.MTP, heads: m.NumAttentionHeads}
+	e := &estimator{model: m, mods: pl.mods, wcache: map[int]uint64{}, mtp: o.MTP, heads: m.NumAttentionHeads}
+	var err error
 	if rep.ReserveFraction, rep.ReserveBytes, err = reserveOf(o.Reserve); err != nil {
 		return nil, err
 	}
 	e.frac, e.fixed = rep.ReserveFraction, rep.ReserveBytes
 
 	// Weights.
-	extraLayers := map[int]bool{}
 	var w4aParams uint64
-	for _, mod := range r.Modules {
-		p := anatomy.Locate(mod.Name, m.NumHiddenLayers)
-		pm := placed{bytes: mod.Bytes, params: mod.WeightParams, split: p.Split, slot: p.Slot, extra: p.Extra,
-			w4a: (mod.Layout == scheme.LayoutGPTQ || mod.Layout == scheme.LayoutGPTQv2) && mod.Bits == 4}
-		e.mods = append(e.mods, pm)
-		rep.StoredBytes += mod.Bytes
-		if p.Extra {
-			extraLayers[p.Layer] = true
-			rep.ExtraLayerBytes += mod.Bytes
-		}
+	rep.StoredBytes, rep.ExtraLayerBytes, rep.ExtraLayers = pl.stored, pl.extraBytes, pl.extraLayers
+	for _, pm := range pl.mods {
 		if e.loaded(pm) {
-			rep.WeightsBytes += mod.Bytes
-			rep.BytesBySplit[p.Split] += mod.Bytes
+			rep.WeightsBytes += pm.n * pm.bytes
+			rep.BytesBySplit[pm.split] += pm.n * pm.bytes
 			if pm.w4a {
-				w4aParams += mod.WeightParams
+				w4aParams += pm.n * pm.params
 			}
 		}
 	}
-	rep.ExtraLayers = len(extraLayers)
 	if o.MTP && rep.ExtraLayers == 0 {
 		return nil, fmt.Errorf("%s: --mtp: rule fit-mtp: no module sits past num_hidden_layers %d, so there is no MTP layer to load", r.Source, m.NumHiddenLayers)
 	}
@@ -364,7 +415,7 @@ func Estimate(r Repo, o Options) (*Report, error) {
 	rep.KVBytesPerToken = e.kv.perToken(1)
 
 	// Context.
-	limit := m.MaxPosition
+	limit := min(m.MaxPosition, maxContextLimit)
 	if limit <= 0 {
 		limit = contextLimitUnstated
 		notes = append(notes, fmt.Sprintf("config.json states no max_position_embeddings: max_context searched up to %d tokens", limit))

@@ -3,6 +3,8 @@ package fit
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/bits"
 	"strings"
 
 	"github.com/quantscope/quantscope/formats/anatomy"
@@ -44,7 +46,8 @@ func (p *kvPlan) perGPUToken(l kvLayer, n int) uint64 {
 	return 2 * uint64(h) * uint64(p.headDim) * p.elem
 }
 
-// bytes is the cache for ctx tokens × batch sequences on one GPU of a TP-n group.
+// bytes is the cache for ctx tokens × batch sequences on one GPU of a TP-n
+// group (saturating at the largest uint64 rather than wrapping).
 func (p *kvPlan) bytes(n, ctx, batch int) uint64 {
 	var total uint64
 	for _, l := range p.layers {
@@ -52,9 +55,47 @@ func (p *kvPlan) bytes(n, ctx, batch int) uint64 {
 		if l.cap > 0 && l.cap < t {
 			t = l.cap
 		}
-		total += p.perGPUToken(l, n) * uint64(t)
+		total = addSat(total, mulSat(p.perGPUToken(l, n), uint64(t)))
 	}
-	return total * uint64(batch)
+	return mulSat(total, uint64(batch))
+}
+
+func mulSat(a, b uint64) uint64 {
+	if hi, lo := bits.Mul64(a, b); hi == 0 {
+		return lo
+	}
+	return math.MaxUint64
+}
+
+func addSat(a, b uint64) uint64 {
+	if s, c := bits.Add64(a, b, 0); c == 0 {
+		return s
+	}
+	return math.MaxUint64
+}
+
+// Bounds on what config.json may state, so a hostile config cannot make the
+// estimate allocate or loop without limit.
+const (
+	maxLayers  = 4096
+	maxHeads   = 1 << 16
+	maxHeadDim = 1 << 16
+	maxLatent  = 1 << 20
+)
+
+// checkModel rejects config.json values no model has.
+func checkModel(m *anatomy.Model) error {
+	for _, f := range []struct {
+		name  string
+		v, hi int
+	}{{"num_hidden_layers", m.NumHiddenLayers, maxLayers}, {"num_attention_heads", m.NumAttentionHeads, maxHeads},
+		{"num_key_value_heads", m.NumKeyValueHeads, maxHeads}, {"head_dim", m.HeadDim, maxHeadDim},
+		{"kv_lora_rank", m.KVLoraRank, maxLatent}, {"qk_rope_head_dim", m.QKRopeHeadDim, maxLatent}} {
+		if f.v < 0 || f.v > f.hi {
+			return fmt.Errorf("config.json: field %s: rule fit-config: %d is outside 0..%d", f.name, f.v, f.hi)
+		}
+	}
+	return nil
 }
 
 // perToken sums the per-token bytes of every layer (what a token costs

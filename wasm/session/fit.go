@@ -37,11 +37,14 @@ func (s *Session) FitJSON(reqJSON []byte) ([]byte, error) {
 		}
 		o.GPUs = append(o.GPUs, v)
 	}
-	if s.fitRepo == nil { // the modules do not change while the repo is open
-		r := fit.FromCheckpoint(s.ck)
-		s.fitRepo = &r
+	if s.fitPlan == nil { // the modules do not change while the repo is open: place them once
+		pl, err := fit.Prepare(fit.FromCheckpoint(s.ck))
+		if err != nil {
+			return nil, err
+		}
+		s.fitPlan = pl
 	}
-	rep, err := fit.Estimate(*s.fitRepo, o)
+	rep, err := s.fitPlan.Estimate(o)
 	if err != nil {
 		return nil, err
 	}

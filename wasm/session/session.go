@@ -34,7 +34,7 @@ type Session struct {
 	src      hub.Source
 	inv      *checkpoint.Inventory
 	byModule map[string][]checkpoint.TensorEntry
-	fitRepo  *fit.Repo // FitJSON's view of the modules, made once
+	fitPlan  *fit.Plan // FitJSON's placed modules, made once
 }
 
 // Open reads a remote SOURCE's inventory.
