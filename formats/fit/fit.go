@@ -157,6 +157,7 @@ type placed struct {
 // number of estimates: the page asks again at each move of a control.
 type Plan struct {
 	source      string
+	config      []byte
 	hfQuant     []byte
 	model       *anatomy.Model
 	mods        []placed
@@ -177,7 +178,7 @@ func Prepare(r Repo) (*Plan, error) {
 	if err := checkModel(m); err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Source, err)
 	}
-	pl := &Plan{source: r.Source, hfQuant: r.HFQuant, model: m}
+	pl := &Plan{source: r.Source, config: r.Config, hfQuant: r.HFQuant, model: m}
 	extra := map[int]bool{}
 	index := map[placed]int{}
 	for _, mod := range r.Modules {
@@ -403,7 +404,11 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 	if o.MTP {
 		extra = rep.ExtraLayers
 	}
-	if e.kv, err = planKV(m, r.HFQuant, extra, o.KVDType, &notes); err != nil {
+	sliding, how := slidingLayers(pl.config, m)
+	if how != "" {
+		notes = append(notes, how)
+	}
+	if e.kv, err = planKV(m, sliding, r.HFQuant, extra, o.KVDType, &notes); err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Source, err)
 	}
 	e.qkvFrac = [2]uint64{uint64(max(m.NumAttentionHeads, 0)), 2 * uint64(max(e.kv.kvHeads, 0))}

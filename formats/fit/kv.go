@@ -191,7 +191,7 @@ func algoBytes(algo string) (string, uint64) {
 // planKV sizes the KV cache from config.json (and hf_quant_config.json for
 // its dtype). extra is the number of layers past num_hidden_layers to add
 // (MTP layers, with --mtp); override is a dtype asked on the command line.
-func planKV(m *anatomy.Model, hfQuant []byte, extra int, override string, notes *[]string) (*kvPlan, error) {
+func planKV(m *anatomy.Model, sliding func(int) bool, hfQuant []byte, extra int, override string, notes *[]string) (*kvPlan, error) {
 	if m.NumHiddenLayers <= 0 {
 		return nil, fmt.Errorf("config.json: field num_hidden_layers: rule fit-config: not stated, so the KV cache cannot be sized")
 	}
@@ -255,7 +255,7 @@ func planKV(m *anatomy.Model, hfQuant []byte, extra int, override string, notes 
 	p.window = m.Window()
 	for i := range m.NumHiddenLayers {
 		l := kvLayer{perToken: perToken}
-		if m.SlidingLayer(i) {
+		if sliding(i) {
 			l.cap = p.window
 			p.sliding++
 		}
@@ -269,4 +269,36 @@ func planKV(m *anatomy.Model, hfQuant []byte, extra int, override string, notes 
 			p.sliding, m.NumHiddenLayers, p.window, p.window))
 	}
 	return p, nil
+}
+
+// slidingLayers says which decoder layers use the sliding window: what
+// anatomy.Model.SlidingLayer says, except for two configs it reads as
+// "every layer" that are not: Gemma 3's sliding_window_pattern (every Nth
+// layer attends globally: layer i slides unless (i+1) % N == 0) and Gemma
+// 2, whose layers alternate (even layers slide), when no layer_types says
+// so explicitly.
+func slidingLayers(config []byte, m *anatomy.Model) (func(int) bool, string) {
+	type gemma struct {
+		ModelType string `json:"model_type"`
+		Pattern   int    `json:"sliding_window_pattern"`
+	}
+	var c struct {
+		gemma
+		TextConfig *gemma `json:"text_config"`
+	}
+	if m.Window() <= 0 || len(m.LayerTypes) > 0 || json.Unmarshal(config, &c) != nil {
+		return m.SlidingLayer, ""
+	}
+	g := c.gemma
+	if c.TextConfig != nil {
+		g = *c.TextConfig
+	}
+	switch {
+	case g.Pattern > 0:
+		return func(i int) bool { return (i+1)%g.Pattern != 0 },
+			fmt.Sprintf("sliding_window_pattern %d: one layer in %d attends over the whole context", g.Pattern, g.Pattern)
+	case g.ModelType == "gemma2":
+		return func(i int) bool { return i%2 == 0 }, "Gemma 2: even layers use the sliding window, odd layers the whole context"
+	}
+	return m.SlidingLayer, ""
 }
