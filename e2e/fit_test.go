@@ -98,6 +98,18 @@ func TestFitCard(t *testing.T) {
 	}
 }
 
+// The card fits a phone's width (the table scrolls inside it).
+func TestFitCardPhone(t *testing.T) {
+	base := serve(t, "--demo")
+	ctx := newBrowser(t, 390, 844)
+	id := synth.Org + "/DeepSeek-tiny-FP8"
+	do(t, ctx, chromedp.Navigate(pageURL(base, id, "")))
+	waitJS(t, ctx, `document.getElementById("fit").dataset.state === "ready"`, 60*time.Second)
+	if eval[bool](t, ctx, `document.documentElement.scrollWidth > window.innerWidth + 1`) {
+		t.Error("the page with the fit card overflows a phone's width")
+	}
+}
+
 // A repo shaped like a real one (sparse shards, real headers and config)
 // behind `serve --hub`: the card's figure for the README, checked against
 // fit --json like the demo.

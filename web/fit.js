@@ -134,7 +134,7 @@ function fitDraw(rep) {
   }
   const notes = el("details", { id: "fit-assumptions" }, el("summary", { text: `assumptions (${rep.assumptions.length})` }),
     el("ul", { class: "small" }, ...rep.assumptions.map(a => el("li", { text: a }))));
-  out.replaceChildren(lines, el("div", { class: "small", text: `${chosen.name}, ${gb(mem)}, at TP ${rep.tp}` }), bar, legend, t, notes);
+  out.replaceChildren(lines, el("div", { class: "small", text: `${chosen.name}, ${gb(mem)}, at TP ${rep.tp}` }), bar, legend, el("div", { class: "fit-scroll" }, t), notes);
   $("fit").dataset.state = "ready";
   $("fit").dataset.context = rep.context;
 }
