@@ -203,7 +203,6 @@ func Prepare(r Repo) (*Plan, error) {
 }
 
 type estimator struct {
-	model   *anatomy.Model
 	mods    []placed
 	wcache  map[int]uint64 // weightsPerGPU by TP degree
 	kv      *kvPlan
@@ -368,7 +367,7 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 	m, r := pl.model, Repo{Source: pl.source, HFQuant: pl.hfQuant}
 	rep := &Report{Source: r.Source, TP: o.TP, Batch: o.Batch, MaxPosition: m.MaxPosition, BytesBySplit: map[string]uint64{}}
 	var notes []string
-	e := &estimator{model: m, mods: pl.mods, wcache: map[int]uint64{}, mtp: o.MTP, heads: m.NumAttentionHeads}
+	e := &estimator{mods: pl.mods, wcache: map[int]uint64{}, mtp: o.MTP, heads: m.NumAttentionHeads}
 	var err error
 	if rep.ReserveFraction, rep.ReserveBytes, err = reserveOf(o.Reserve); err != nil {
 		return nil, err
