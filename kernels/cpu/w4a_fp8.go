@@ -1,0 +1,187 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/quantscope/quantscope/formats/numeric"
+	"github.com/quantscope/quantscope/kernels"
+)
+
+// The W4A-FP8 linear, GPT-QModel's arithmetic (activation_floatx.py:157-167,
+// w4a_triton.py:40-84), with a float32 model dtype:
+//
+//	token scale  s_t = f32(amax_t / 448), 1 for an all-zero row
+//	codes        a_ti = e4m3(clamp(f32(x_ti / s_t), ±448)), nearest-even
+//	group sum    P_tog = Σ_{i in g} a_ti · c_oi, rounded once to float32
+//	output       y_to = f32(f32(Σ_g f32(P_tog · scale_og)) · s_t) + bias_o
+//
+// The products of E4M3 values and centred codes are exact, and so is their
+// sum over a group when computed as integers: every E4M3 value is a multiple
+// of 2^-9 below 2^9, so a_ti·2^9·c_oi is an integer under 2^21 and 128 of them
+// sum below 2^28. The group sum is that exact integer rounded once to
+// float32. A float32 accumulator in any order gives the same value whenever
+// its partial sums stay exact (they do unless a group's sum passes 2^15 while
+// it also holds activations below 2^-6 of the row scale); the tensor-core MMA
+// GPT-QModel runs leaves its order unspecified. The group products are added
+// without a fused multiply-add, in group order.
+
+// e4m3Units is each E4M3 code's value times 2^9: an integer.
+var e4m3Units = func() (t [256]int32) {
+	for c := range 256 {
+		v := numeric.E4M3ToFloat32(byte(c))
+		if v != v {
+			continue // NaN codes are never produced: the encoder saturates
+		}
+		t[c] = int32(v * 512)
+	}
+	return t
+}()
+
+// W4AFP8Token quantizes one token row to E4M3 codes with the direct scale
+// amax/448 (1 for an all-zero row) and returns the scale.
+func W4AFP8Token(codes []byte, x []float32) float32 {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, abs32(v))
+	}
+	scale := float32(1)
+	if amax != 0 {
+		scale = amax / 448
+	}
+	for i, v := range x {
+		q := v / scale
+		q = min(max(q, -448), 448)
+		codes[i] = numeric.Float32ToE4M3(q)
+	}
+	return scale
+}
+
+func abs32(v float32) float32 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// w4aPanel is how many output columns a worker takes at a time.
+const w4aPanel = 32
+
+// W4AFP8 implements kernels.W4A.
+func (b *Backend) W4AFP8(ctx context.Context, x kernels.Matrix, w *kernels.W4AWeight) (kernels.Matrix, error) {
+	if err := checkW4A(x, w); err != nil {
+		return kernels.Matrix{}, err
+	}
+	T, K, N := x.Rows, x.Cols, w.Out
+	y := kernels.Matrix{Rows: T, Cols: N, Data: make([]float32, T*N)}
+	if T == 0 {
+		return y, nil
+	}
+	// Quantize every token (parallel over tokens), keeping the codes as
+	// integer units of 2^-9.
+	units := make([]int32, T*K)
+	tokScale := make([]float32, T)
+	err := b.parallel(ctx, T, func(t int) {
+		codes := make([]byte, K)
+		tokScale[t] = W4AFP8Token(codes, x.Data[t*K:(t+1)*K])
+		u := units[t*K : (t+1)*K]
+		for i, c := range codes {
+			u[i] = e4m3Units[c]
+		}
+	})
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	groups := K / kernels.W4AGroup
+	panels := (N + w4aPanel - 1) / w4aPanel
+	err = b.parallel(ctx, panels, func(p int) {
+		n0, n1 := p*w4aPanel, min((p+1)*w4aPanel, N)
+		for t := range T {
+			xu := units[t*K : (t+1)*K]
+			yt := y.Data[t*N : (t+1)*N]
+			n := n0
+			for ; n+4 <= n1; n += 4 {
+				var acc [4]float32
+				for g := range groups {
+					lo, hi := g*kernels.W4AGroup, (g+1)*kernels.W4AGroup
+					s := groupDot4(xu[lo:hi], w.Codes[n*K+lo:n*K+hi], w.Codes[(n+1)*K+lo:(n+1)*K+hi],
+						w.Codes[(n+2)*K+lo:(n+2)*K+hi], w.Codes[(n+3)*K+lo:(n+3)*K+hi])
+					for j := range 4 {
+						acc[j] += float32(unitsToF32(s[j]) * w.Scales[(n+j)*groups+g])
+					}
+				}
+				for j := range 4 {
+					yt[n+j] = float32(acc[j] * tokScale[t])
+				}
+			}
+			for ; n < n1; n++ {
+				var acc float32
+				for g := range groups {
+					lo, hi := g*kernels.W4AGroup, (g+1)*kernels.W4AGroup
+					acc += float32(unitsToF32(groupDot(xu[lo:hi], w.Codes[n*K+lo:n*K+hi])) * w.Scales[n*groups+g])
+				}
+				yt[n] = float32(acc * tokScale[t])
+			}
+			if w.Bias != nil {
+				for n := n0; n < n1; n++ {
+					yt[n] += w.Bias[n]
+				}
+			}
+		}
+	})
+	return y, err
+}
+
+// unitsToF32 is an exact group sum in units of 2^-9, rounded once to float32.
+func unitsToF32(s int32) float32 { return float32(s) * (1.0 / 512) }
+
+func groupDot(x []int32, c []int8) int32 {
+	c = c[:len(x)]
+	var s int32
+	for i, v := range x {
+		s += v * int32(c[i])
+	}
+	return s
+}
+
+func groupDot4(x []int32, c0, c1, c2, c3 []int8) (s [4]int32) {
+	c0, c1, c2, c3 = c0[:len(x)], c1[:len(x)], c2[:len(x)], c3[:len(x)]
+	var s0, s1, s2, s3 int32
+	for i, v := range x {
+		s0 += v * int32(c0[i])
+		s1 += v * int32(c1[i])
+		s2 += v * int32(c2[i])
+		s3 += v * int32(c3[i])
+	}
+	return [4]int32{s0, s1, s2, s3}
+}
+
+// checkW4A is the reference's validation (w4a_floatx.py:22-30): in % 128,
+// out % 32, a finite input of the weight's width.
+func checkW4A(x kernels.Matrix, w *kernels.W4AWeight) error {
+	if w == nil {
+		return fmt.Errorf("w4a: no weight")
+	}
+	fail := func(rule, f string, a ...any) error {
+		return &kernels.W4AError{Module: w.Name, Rule: rule, Msg: fmt.Sprintf(f, a...)}
+	}
+	if w.In <= 0 || w.In%kernels.W4AGroup != 0 {
+		return fail("w4a-shape", "input width %d is not a positive multiple of %d", w.In, kernels.W4AGroup)
+	}
+	if w.Out%32 != 0 {
+		return fail("w4a-shape", "output width %d is not a multiple of 32", w.Out)
+	}
+	if len(w.Codes) != w.In*w.Out || len(w.Scales) != w.Out*(w.In/kernels.W4AGroup) || (w.Bias != nil && len(w.Bias) != w.Out) {
+		return fail("w4a-weight", "codes, scales or bias do not match [%d, %d]", w.Out, w.In)
+	}
+	if err := checkMatrix("input", x); err != nil {
+		return err
+	}
+	if x.Rows > 0 && x.Cols != w.In {
+		return fail("w4a-input", "input has %d columns, the weight takes %d", x.Cols, w.In)
+	}
+	if err := checkFinite("w4a input of "+w.Name, x); err != nil {
+		return err
+	}
+	return nil
+}
