@@ -68,6 +68,9 @@ func TestDenseForwardMatchesPlainReference(t *testing.T) {
 		mod  func(*synth.LlamaSpec)
 	}{
 		{"llama3 rope, GQA, untied", func(*synth.LlamaSpec) {}},
+		{"hidden 512, 3 layers, 8 heads over 2", func(s *synth.LlamaSpec) {
+			s.Hidden, s.Inter, s.Layers, s.Heads, s.KVHeads, s.Seed = 512, 1024, 3, 8, 2, 902
+		}},
 		{"plain rope, tied, MHA, biases", func(s *synth.LlamaSpec) {
 			s.Llama3Scaling, s.Tied, s.KVHeads, s.RopeTheta, s.AttentionBias = false, true, 4, 10000, true
 		}},
