@@ -34,6 +34,19 @@ type W4A interface {
 	// centred INT4 codes summed, scaled by the group scale, summed over
 	// groups, scaled by the token scale, plus the bias.
 	W4AFP8(ctx context.Context, x Matrix, w *W4AWeight) (Matrix, error)
+	// W4AFP8Quantize is W4AFP8's activation side alone, so that the
+	// projections sharing one operand (q/k/v, gate/up) quantize it once.
+	W4AFP8Quantize(ctx context.Context, x Matrix) (*FP8Tokens, error)
+	// W4AFP8Linear is W4AFP8's GEMM on an already quantized operand.
+	W4AFP8Linear(ctx context.Context, a *FP8Tokens, w *W4AWeight) (Matrix, error)
+}
+
+// FP8Tokens is an activation quantized for W4A-FP8: one E4M3 code per value
+// (row-major [Rows, Cols]) and one direct scale per token row.
+type FP8Tokens struct {
+	Rows, Cols int
+	Codes      []byte
+	Scales     []float32
 }
 
 // W4AError is a weight or an input the W4A linears refuse.

@@ -188,7 +188,10 @@ func (m *Model) Forward(ctx context.Context, tokens []int, opt Options) (kernels
 	return logits, nil
 }
 
-// layer runs decoder layer l in place on the residual stream h.
+// layer runs decoder layer l in place on the residual stream h. In W4A
+// mode q/k/v share one quantized operand (the input norm's output) and
+// gate/up another (the post-attention norm's), as GPT-QModel's stream packs
+// each once.
 func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, mode string) error {
 	cfg := m.Config
 	p := fmt.Sprintf("model.layers.%d.", l)
@@ -196,47 +199,74 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 	if err != nil {
 		return err
 	}
-	q, err := m.linear(ctx, p+"self_attn.q_proj", x, mode)
+	qkv, err := m.operand(ctx, x, mode, p+"self_attn.q_proj/k_proj/v_proj")
 	if err != nil {
 		return err
 	}
-	k, err := m.linear(ctx, p+"self_attn.k_proj", x, mode)
-	if err != nil {
-		return err
+	var out [3]kernels.Matrix
+	for i, n := range projections[:3] {
+		if out[i], err = m.linear(ctx, p+n, qkv, mode); err != nil {
+			return err
+		}
 	}
-	v, err := m.linear(ctx, p+"self_attn.v_proj", x, mode)
-	if err != nil {
-		return err
-	}
+	q, k, v := out[0], out[1], out[2]
 	rope.apply(q, cfg.Heads, cfg.HeadDim)
 	rope.apply(k, cfg.KVHeads, cfg.HeadDim)
-	a := attention(q, k, v, cfg)
+	a, err := m.operand(ctx, attention(q, k, v, cfg), mode, p+"self_attn.o_proj")
+	if err != nil {
+		return err
+	}
 	o, err := m.linear(ctx, p+"self_attn.o_proj", a, mode)
 	if err != nil {
 		return err
 	}
 	addInto(h, o)
-	x, err = m.norm(p+"post_attention_layernorm", h)
+	if x, err = m.norm(p+"post_attention_layernorm", h); err != nil {
+		return err
+	}
+	gu, err := m.operand(ctx, x, mode, p+"mlp.gate_proj/up_proj")
 	if err != nil {
 		return err
 	}
-	g, err := m.linear(ctx, p+"mlp.gate_proj", x, mode)
+	g, err := m.linear(ctx, p+"mlp.gate_proj", gu, mode)
 	if err != nil {
 		return err
 	}
-	u, err := m.linear(ctx, p+"mlp.up_proj", x, mode)
+	u, err := m.linear(ctx, p+"mlp.up_proj", gu, mode)
 	if err != nil {
 		return err
 	}
 	for i, gv := range g.Data {
 		g.Data[i] = float32(silu(gv) * u.Data[i])
 	}
-	d, err := m.linear(ctx, p+"mlp.down_proj", g, mode)
+	prod, err := m.operand(ctx, g, mode, p+"mlp.down_proj")
+	if err != nil {
+		return err
+	}
+	d, err := m.linear(ctx, p+"mlp.down_proj", prod, mode)
 	if err != nil {
 		return err
 	}
 	addInto(h, d)
 	return nil
+}
+
+// operand is a linear's input: the float32 activation, and in W4A mode its
+// quantized form.
+type operand struct {
+	x   kernels.Matrix
+	fp8 *kernels.FP8Tokens
+}
+
+func (m *Model) operand(ctx context.Context, x kernels.Matrix, mode, consumers string) (operand, error) {
+	if mode != W4AFP8 {
+		return operand{x: x}, nil
+	}
+	a, err := m.be.W4AFP8Quantize(ctx, x)
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("the input of %s: %w", consumers, err)
+	}
+	return operand{x: x, fp8: a}, err
 }
 
 // silu is x·sigmoid(x) in float32 (exp in float64, rounded).
@@ -279,7 +309,7 @@ func (m *Model) norm(name string, x kernels.Matrix) (kernels.Matrix, error) {
 }
 
 // linear reads one projection, applies it to x, and lets it go.
-func (m *Model) linear(ctx context.Context, name string, x kernels.Matrix, mode string) (kernels.Matrix, error) {
+func (m *Model) linear(ctx context.Context, name string, op operand, mode string) (kernels.Matrix, error) {
 	mod, _ := m.c.Module(name)
 	bias, err := m.bias(mod)
 	if err != nil {
@@ -290,14 +320,14 @@ func (m *Model) linear(ctx context.Context, name string, x kernels.Matrix, mode 
 		if err != nil {
 			return kernels.Matrix{}, err
 		}
-		return m.be.W4AFP8(ctx, x, w)
+		return m.be.W4AFP8Linear(ctx, op.fp8, w)
 	}
 	rows, cols := mod.Matrix2D()
 	w, err := scheme.Dequantize(mod, m.c, 0, int(rows))
 	if err != nil {
 		return kernels.Matrix{}, err
 	}
-	return m.be.LinearF32(ctx, x, kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: w}, bias)
+	return m.be.LinearF32(ctx, op.x, kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: w}, bias)
 }
 
 // head is the LM head (or the tied embedding) over x, a chunk of vocabulary

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-
 )
 
 // The W4A-FP8 linear against the float32 linear of the same shape, in the
@@ -54,4 +53,3 @@ func BenchmarkW4AFP8(b *testing.B) {
 func reportGFLOPs(b *testing.B, T, K, N int) {
 	b.ReportMetric(2*float64(T)*float64(K)*float64(N)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
-

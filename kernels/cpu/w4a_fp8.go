@@ -64,7 +64,8 @@ func abs32(v float32) float32 {
 	return v
 }
 
-// w4aPanel is how many output columns a worker takes at a time.
+// w4aPanel is how many output columns a worker takes at a time (every W4A
+// output width is a multiple of 32).
 const w4aPanel = 32
 
 // W4AFP8 implements kernels.W4A.
@@ -72,59 +73,97 @@ func (b *Backend) W4AFP8(ctx context.Context, x kernels.Matrix, w *kernels.W4AWe
 	if err := checkW4A(x, w); err != nil {
 		return kernels.Matrix{}, err
 	}
-	T, K, N := x.Rows, x.Cols, w.Out
+	a, err := b.W4AFP8Quantize(ctx, x)
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	return b.W4AFP8Linear(ctx, a, w)
+}
+
+// W4AFP8Quantize implements kernels.W4A: every token row to E4M3 codes and
+// its direct scale, in parallel over tokens.
+func (b *Backend) W4AFP8Quantize(ctx context.Context, x kernels.Matrix) (*kernels.FP8Tokens, error) {
+	if err := checkMatrix("input", x); err != nil {
+		return nil, err
+	}
+	if err := checkFinite("w4a input", x); err != nil {
+		return nil, err
+	}
+	T, K := x.Rows, x.Cols
+	a := &kernels.FP8Tokens{Rows: T, Cols: K, Codes: make([]byte, T*K), Scales: make([]float32, T)}
+	err := b.parallel(ctx, T, func(t int) {
+		a.Scales[t] = W4AFP8Token(a.Codes[t*K:(t+1)*K], x.Data[t*K:(t+1)*K])
+	})
+	return a, err
+}
+
+// W4AFP8Linear implements kernels.W4A: the grouped GEMM of quantized tokens
+// and centred INT4 codes, in parallel over panels of 32 outputs, two tokens
+// by four outputs at a time.
+func (b *Backend) W4AFP8Linear(ctx context.Context, a *kernels.FP8Tokens, w *kernels.W4AWeight) (kernels.Matrix, error) {
+	if a == nil || len(a.Codes) != a.Rows*a.Cols || len(a.Scales) != a.Rows {
+		return kernels.Matrix{}, fmt.Errorf("w4a: malformed quantized activation")
+	}
+	if err := checkW4AWeight(w); err != nil {
+		return kernels.Matrix{}, err
+	}
+	if a.Rows > 0 && a.Cols != w.In {
+		return kernels.Matrix{}, &kernels.W4AError{Module: w.Name, Rule: "w4a-input", Msg: fmt.Sprintf("input has %d columns, the weight takes %d", a.Cols, w.In)}
+	}
+	T, K, N := a.Rows, a.Cols, w.Out
 	y := kernels.Matrix{Rows: T, Cols: N, Data: make([]float32, T*N)}
 	if T == 0 {
 		return y, nil
 	}
-	// Quantize every token (parallel over tokens), keeping the codes as
-	// integer units of 2^-9.
-	units := make([]int32, T*K)
-	tokScale := make([]float32, T)
-	err := b.parallel(ctx, T, func(t int) {
-		codes := make([]byte, K)
-		tokScale[t] = W4AFP8Token(codes, x.Data[t*K:(t+1)*K])
-		u := units[t*K : (t+1)*K]
-		for i, c := range codes {
-			u[i] = e4m3Units[c]
-		}
-	})
-	if err != nil {
-		return kernels.Matrix{}, err
+	units := make([]int32, T*K) // E4M3 values in integer units of 2^-9
+	for i, c := range a.Codes {
+		units[i] = e4m3Units[c]
 	}
 	groups := K / kernels.W4AGroup
-	panels := (N + w4aPanel - 1) / w4aPanel
-	err = b.parallel(ctx, panels, func(p int) {
-		n0, n1 := p*w4aPanel, min((p+1)*w4aPanel, N)
-		for t := range T {
-			xu := units[t*K : (t+1)*K]
-			yt := y.Data[t*N : (t+1)*N]
-			n := n0
-			for ; n+4 <= n1; n += 4 {
+	err := b.parallel(ctx, N/w4aPanel, func(p int) {
+		n0, n1 := p*w4aPanel, (p+1)*w4aPanel
+		t := 0
+		for ; t+2 <= T; t += 2 {
+			x0, x1 := units[t*K:(t+1)*K], units[(t+1)*K:(t+2)*K]
+			for n := n0; n < n1; n += 4 {
+				var acc0, acc1 [4]float32
+				for g := range groups {
+					lo, hi := g*kernels.W4AGroup, (g+1)*kernels.W4AGroup
+					s0, s1 := groupDot2x4(x0[lo:hi], x1[lo:hi], w.Codes[n*K+lo:n*K+hi], w.Codes[(n+1)*K+lo:(n+1)*K+hi],
+						w.Codes[(n+2)*K+lo:(n+2)*K+hi], w.Codes[(n+3)*K+lo:(n+3)*K+hi])
+					for j := range 4 {
+						sc := w.Scales[(n+j)*groups+g]
+						acc0[j] += float32(unitsToF32(s0[j]) * sc)
+						acc1[j] += float32(unitsToF32(s1[j]) * sc)
+					}
+				}
+				for j := range 4 {
+					y.Data[t*N+n+j] = float32(acc0[j] * a.Scales[t])
+					y.Data[(t+1)*N+n+j] = float32(acc1[j] * a.Scales[t+1])
+				}
+			}
+		}
+		for ; t < T; t++ {
+			xt := units[t*K : (t+1)*K]
+			for n := n0; n < n1; n += 4 {
 				var acc [4]float32
 				for g := range groups {
 					lo, hi := g*kernels.W4AGroup, (g+1)*kernels.W4AGroup
-					s := groupDot4(xu[lo:hi], w.Codes[n*K+lo:n*K+hi], w.Codes[(n+1)*K+lo:(n+1)*K+hi],
+					s := groupDot4(xt[lo:hi], w.Codes[n*K+lo:n*K+hi], w.Codes[(n+1)*K+lo:(n+1)*K+hi],
 						w.Codes[(n+2)*K+lo:(n+2)*K+hi], w.Codes[(n+3)*K+lo:(n+3)*K+hi])
 					for j := range 4 {
 						acc[j] += float32(unitsToF32(s[j]) * w.Scales[(n+j)*groups+g])
 					}
 				}
 				for j := range 4 {
-					yt[n+j] = float32(acc[j] * tokScale[t])
+					y.Data[t*N+n+j] = float32(acc[j] * a.Scales[t])
 				}
 			}
-			for ; n < n1; n++ {
-				var acc float32
-				for g := range groups {
-					lo, hi := g*kernels.W4AGroup, (g+1)*kernels.W4AGroup
-					acc += float32(unitsToF32(groupDot(xu[lo:hi], w.Codes[n*K+lo:n*K+hi])) * w.Scales[n*groups+g])
-				}
-				yt[n] = float32(acc * tokScale[t])
-			}
-			if w.Bias != nil {
+		}
+		if w.Bias != nil {
+			for t := range T {
 				for n := n0; n < n1; n++ {
-					yt[n] += w.Bias[n]
+					y.Data[t*N+n] += w.Bias[n]
 				}
 			}
 		}
@@ -134,15 +173,6 @@ func (b *Backend) W4AFP8(ctx context.Context, x kernels.Matrix, w *kernels.W4AWe
 
 // unitsToF32 is an exact group sum in units of 2^-9, rounded once to float32.
 func unitsToF32(s int32) float32 { return float32(s) * (1.0 / 512) }
-
-func groupDot(x []int32, c []int8) int32 {
-	c = c[:len(x)]
-	var s int32
-	for i, v := range x {
-		s += v * int32(c[i])
-	}
-	return s
-}
 
 func groupDot4(x []int32, c0, c1, c2, c3 []int8) (s [4]int32) {
 	c0, c1, c2, c3 = c0[:len(x)], c1[:len(x)], c2[:len(x)], c3[:len(x)]
@@ -156,9 +186,28 @@ func groupDot4(x []int32, c0, c1, c2, c3 []int8) (s [4]int32) {
 	return [4]int32{s0, s1, s2, s3}
 }
 
-// checkW4A is the reference's validation (w4a_floatx.py:22-30): in % 128,
-// out % 32, a finite input of the weight's width.
-func checkW4A(x kernels.Matrix, w *kernels.W4AWeight) error {
+func groupDot2x4(x, z []int32, c0, c1, c2, c3 []int8) (s, r [4]int32) {
+	z = z[:len(x)]
+	c0, c1, c2, c3 = c0[:len(x)], c1[:len(x)], c2[:len(x)], c3[:len(x)]
+	var s0, s1, s2, s3, r0, r1, r2, r3 int32
+	for i, v := range x {
+		u := z[i]
+		w0, w1, w2, w3 := int32(c0[i]), int32(c1[i]), int32(c2[i]), int32(c3[i])
+		s0 += v * w0
+		s1 += v * w1
+		s2 += v * w2
+		s3 += v * w3
+		r0 += u * w0
+		r1 += u * w1
+		r2 += u * w2
+		r3 += u * w3
+	}
+	return [4]int32{s0, s1, s2, s3}, [4]int32{r0, r1, r2, r3}
+}
+
+// checkW4AWeight is the reference's validation of the weight
+// (w4a_floatx.py:22-30): in % 128, out % 32, codes and scales of that shape.
+func checkW4AWeight(w *kernels.W4AWeight) error {
 	if w == nil {
 		return fmt.Errorf("w4a: no weight")
 	}
@@ -168,20 +217,25 @@ func checkW4A(x kernels.Matrix, w *kernels.W4AWeight) error {
 	if w.In <= 0 || w.In%kernels.W4AGroup != 0 {
 		return fail("w4a-shape", "input width %d is not a positive multiple of %d", w.In, kernels.W4AGroup)
 	}
-	if w.Out%32 != 0 {
+	if w.Out <= 0 || w.Out%32 != 0 {
 		return fail("w4a-shape", "output width %d is not a multiple of 32", w.Out)
 	}
 	if len(w.Codes) != w.In*w.Out || len(w.Scales) != w.Out*(w.In/kernels.W4AGroup) || (w.Bias != nil && len(w.Bias) != w.Out) {
 		return fail("w4a-weight", "codes, scales or bias do not match [%d, %d]", w.Out, w.In)
 	}
+	return nil
+}
+
+// checkW4A adds the input's checks: a finite matrix of the weight's width.
+func checkW4A(x kernels.Matrix, w *kernels.W4AWeight) error {
+	if err := checkW4AWeight(w); err != nil {
+		return err
+	}
 	if err := checkMatrix("input", x); err != nil {
 		return err
 	}
 	if x.Rows > 0 && x.Cols != w.In {
-		return fail("w4a-input", "input has %d columns, the weight takes %d", x.Cols, w.In)
+		return &kernels.W4AError{Module: w.Name, Rule: "w4a-input", Msg: fmt.Sprintf("input has %d columns, the weight takes %d", x.Cols, w.In)}
 	}
-	if err := checkFinite("w4a input of "+w.Name, x); err != nil {
-		return err
-	}
-	return nil
+	return checkFinite("w4a input of "+w.Name, x)
 }
