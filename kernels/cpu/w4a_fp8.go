@@ -119,45 +119,80 @@ func (b *Backend) W4AFP8Linear(ctx context.Context, a *kernels.FP8Tokens, w *ker
 	for i, c := range a.Codes {
 		units[i] = e4m3Units[c]
 	}
+	// Two tokens share one int64 lane pair: packed = x_{t+1}·2^32 + x_t. A
+	// group sum of packed·c is S_{t+1}·2^32 + S_t exactly (|S| < 2^28), so one
+	// multiply serves two tokens and the sums come apart without loss.
+	pairs := T / 2
+	packed := make([]int64, pairs*K)
+	for p := range pairs {
+		x0, x1 := units[2*p*K:(2*p+1)*K], units[(2*p+1)*K:(2*p+2)*K]
+		dst := packed[p*K : (p+1)*K]
+		for i := range dst {
+			dst[i] = int64(x1[i])<<32 + int64(x0[i])
+		}
+	}
 	groups := K / kernels.W4AGroup
 	err := b.parallel(ctx, N/w4aPanel, func(p int) {
 		n0, n1 := p*w4aPanel, (p+1)*w4aPanel
-		t := 0
-		for ; t+2 <= T; t += 2 {
-			x0, x1 := units[t*K:(t+1)*K], units[(t+1)*K:(t+2)*K]
-			for n := n0; n < n1; n += 4 {
-				var acc0, acc1 [4]float32
-				for g := range groups {
-					lo, hi := g*kernels.W4AGroup, (g+1)*kernels.W4AGroup
-					s0, s1 := groupDot2x4(x0[lo:hi], x1[lo:hi], w.Codes[n*K+lo:n*K+hi], w.Codes[(n+1)*K+lo:(n+1)*K+hi],
-						w.Codes[(n+2)*K+lo:(n+2)*K+hi], w.Codes[(n+3)*K+lo:(n+3)*K+hi])
-					for j := range 4 {
-						sc := w.Scales[(n+j)*groups+g]
-						acc0[j] += float32(unitsToF32(s0[j]) * sc)
-						acc1[j] += float32(unitsToF32(s1[j]) * sc)
-					}
-				}
+		var acc [4][4]float32 // [token][output]
+		finish := func(t, n, tokens int) {
+			for r := range tokens {
 				for j := range 4 {
-					y.Data[t*N+n+j] = float32(acc0[j] * a.Scales[t])
-					y.Data[(t+1)*N+n+j] = float32(acc1[j] * a.Scales[t+1])
+					y.Data[(t+r)*N+n+j] = float32(acc[r][j] * a.Scales[t+r])
 				}
 			}
+			acc = [4][4]float32{}
 		}
-		for ; t < T; t++ {
-			xt := units[t*K : (t+1)*K]
+		add := func(r int, s [4]int64, n, g int) {
+			for j := range 4 {
+				acc[r][j] += float32(unitsToF32(int32(s[j])) * w.Scales[(n+j)*groups+g])
+			}
+		}
+		codes := func(n, lo, hi int) ([]int8, []int8, []int8, []int8) {
+			return w.Codes[n*K+lo : n*K+hi], w.Codes[(n+1)*K+lo : (n+1)*K+hi], w.Codes[(n+2)*K+lo : (n+2)*K+hi], w.Codes[(n+3)*K+lo : (n+3)*K+hi]
+		}
+		pp := 0
+		for ; pp+2 <= pairs; pp += 2 { // four tokens
+			xa, xb := packed[pp*K:(pp+1)*K], packed[(pp+1)*K:(pp+2)*K]
 			for n := n0; n < n1; n += 4 {
-				var acc [4]float32
 				for g := range groups {
 					lo, hi := g*kernels.W4AGroup, (g+1)*kernels.W4AGroup
-					s := groupDot4(xt[lo:hi], w.Codes[n*K+lo:n*K+hi], w.Codes[(n+1)*K+lo:(n+1)*K+hi],
-						w.Codes[(n+2)*K+lo:(n+2)*K+hi], w.Codes[(n+3)*K+lo:(n+3)*K+hi])
-					for j := range 4 {
-						acc[j] += float32(unitsToF32(s[j]) * w.Scales[(n+j)*groups+g])
-					}
+					c0, c1, c2, c3 := codes(n, lo, hi)
+					sa, sb := packedDot2x4(xa[lo:hi], xb[lo:hi], c0, c1, c2, c3)
+					lo0, hi0 := unpackPair(sa)
+					lo1, hi1 := unpackPair(sb)
+					add(0, lo0, n, g)
+					add(1, hi0, n, g)
+					add(2, lo1, n, g)
+					add(3, hi1, n, g)
 				}
-				for j := range 4 {
-					y.Data[t*N+n+j] = float32(acc[j] * a.Scales[t])
+				finish(2*pp, n, 4)
+			}
+		}
+		if pp < pairs { // two tokens
+			xa := packed[pp*K : (pp+1)*K]
+			for n := n0; n < n1; n += 4 {
+				for g := range groups {
+					lo, hi := g*kernels.W4AGroup, (g+1)*kernels.W4AGroup
+					c0, c1, c2, c3 := codes(n, lo, hi)
+					l, h := unpackPair(packedDot4(xa[lo:hi], c0, c1, c2, c3))
+					add(0, l, n, g)
+					add(1, h, n, g)
 				}
+				finish(2*pp, n, 2)
+			}
+		}
+		if T%2 == 1 { // the last token
+			t := T - 1
+			xt := units[t*K : (t+1)*K]
+			for n := n0; n < n1; n += 4 {
+				for g := range groups {
+					lo, hi := g*kernels.W4AGroup, (g+1)*kernels.W4AGroup
+					c0, c1, c2, c3 := codes(n, lo, hi)
+					s := groupDot4(xt[lo:hi], c0, c1, c2, c3)
+					add(0, [4]int64{int64(s[0]), int64(s[1]), int64(s[2]), int64(s[3])}, n, g)
+				}
+				finish(t, n, 1)
 			}
 		}
 		if w.Bias != nil {
@@ -186,13 +221,34 @@ func groupDot4(x []int32, c0, c1, c2, c3 []int8) (s [4]int32) {
 	return [4]int32{s0, s1, s2, s3}
 }
 
-func groupDot2x4(x, z []int32, c0, c1, c2, c3 []int8) (s, r [4]int32) {
+// unpackPair splits packed group sums S_hi·2^32 + S_lo (|S| < 2^31).
+func unpackPair(s [4]int64) (lo, hi [4]int64) {
+	for j, v := range s {
+		l := int64(int32(v))
+		lo[j], hi[j] = l, (v-l)>>32
+	}
+	return lo, hi
+}
+
+func packedDot4(x []int64, c0, c1, c2, c3 []int8) [4]int64 {
+	c0, c1, c2, c3 = c0[:len(x)], c1[:len(x)], c2[:len(x)], c3[:len(x)]
+	var s0, s1, s2, s3 int64
+	for i, v := range x {
+		s0 += v * int64(c0[i])
+		s1 += v * int64(c1[i])
+		s2 += v * int64(c2[i])
+		s3 += v * int64(c3[i])
+	}
+	return [4]int64{s0, s1, s2, s3}
+}
+
+func packedDot2x4(x, z []int64, c0, c1, c2, c3 []int8) (s, r [4]int64) {
 	z = z[:len(x)]
 	c0, c1, c2, c3 = c0[:len(x)], c1[:len(x)], c2[:len(x)], c3[:len(x)]
-	var s0, s1, s2, s3, r0, r1, r2, r3 int32
+	var s0, s1, s2, s3, r0, r1, r2, r3 int64
 	for i, v := range x {
 		u := z[i]
-		w0, w1, w2, w3 := int32(c0[i]), int32(c1[i]), int32(c2[i]), int32(c3[i])
+		w0, w1, w2, w3 := int64(c0[i]), int64(c1[i]), int64(c2[i]), int64(c3[i])
 		s0 += v * w0
 		s1 += v * w1
 		s2 += v * w2
@@ -202,7 +258,7 @@ func groupDot2x4(x, z []int32, c0, c1, c2, c3 []int8) (s, r [4]int32) {
 		r2 += u * w2
 		r3 += u * w3
 	}
-	return [4]int32{s0, s1, s2, s3}, [4]int32{r0, r1, r2, r3}
+	return [4]int64{s0, s1, s2, s3}, [4]int64{r0, r1, r2, r3}
 }
 
 // checkW4AWeight is the reference's validation of the weight

@@ -118,12 +118,24 @@ func randomActs(r *rand.Rand, T, K int) kernels.Matrix {
 
 func TestW4AFP8MatchesPlainArithmetic(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, c := range []struct{ T, K, N int }{{1, 128, 32}, {5, 256, 96}, {7, 384, 64}} {
+	for _, c := range []struct{ T, K, N int }{{1, 128, 32}, {4, 128, 32}, {5, 256, 96}, {7, 384, 64}, {6, 256, 32}} {
 		w := randomWeight(r, "m", c.K, c.N, c.T%2 == 1)
 		x := randomActs(r, c.T, c.K)
 		// an all-zero row takes scale 1
 		for i := 0; i < c.K; i++ {
 			x.Data[i] = 0
+		}
+		// rows at the extremes of the group sums: every value at ±amax
+		// against codes −8 (|sum| = 2^28 units of 2^-9)
+		if c.T >= 4 {
+			for o := 0; o < c.K; o++ {
+				w.Codes[o] = -8
+			}
+			for i := 0; i < c.K; i++ {
+				x.Data[c.K+i] = 3.5
+				x.Data[2*c.K+i] = -1e-30
+				x.Data[3*c.K+i] = float32(1 - 2*(i%2)) * 7
+			}
 		}
 		want := plainW4AFP8(x.Data, c.T, c.K, w.Codes, w.Scales, w.Bias, c.N)
 		for _, workers := range []int{1, 3} {
