@@ -6,19 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strings"
 
 	"github.com/quantscope/quantscope/model"
 )
 
-// perplexity is eval --json's document.
-type perplexity struct {
-	Tokens     int     `json:"tokens"`     // predicted tokens
-	NLL        float64 `json:"nll"`        // their mean negative log-likelihood
-	Perplexity float64 `json:"perplexity"` // exp(nll)
-}
+// perplexity is eval --json's document: {"tokens","nll","perplexity"}.
+type perplexity = model.Perplexity
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
@@ -108,40 +103,10 @@ func readSequences(path string) ([][]int, error) {
 	return seqs, nil
 }
 
-// evalMode runs one forward per sequence and sums the negative
-// log-likelihood of each next token (log-softmax in float64).
 func evalMode(ctx context.Context, m *model.Model, seqs [][]int, mode, path string, progress func(done, total int64)) (perplexity, error) {
-	var nll float64
-	var n int
-	for i, seq := range seqs {
-		logits, err := m.Forward(ctx, seq, model.Options{W4A: mode})
-		if err != nil {
-			return perplexity{}, fmt.Errorf("%s: sequence %d: %w", path, i+1, err)
-		}
-		V := logits.Cols
-		for t := 0; t+1 < len(seq); t++ {
-			row := logits.Data[t*V : (t+1)*V]
-			mx := math.Inf(-1)
-			for _, v := range row {
-				mx = math.Max(mx, float64(v))
-			}
-			var sum float64
-			for _, v := range row {
-				sum += math.Exp(float64(v) - mx)
-			}
-			nll += mx + math.Log(sum) - float64(row[seq[t+1]])
-			n++
-		}
-		if progress != nil {
-			progress(int64(i+1), int64(len(seqs)))
-		}
+	p, err := m.Perplexity(ctx, seqs, model.Options{W4A: mode, Progress: progress})
+	if err != nil {
+		return perplexity{}, fmt.Errorf("%s: %w", path, err)
 	}
-	if n == 0 {
-		return perplexity{}, fmt.Errorf("%s: no sequence of two or more tokens: nothing to predict", path)
-	}
-	mean := nll / float64(n)
-	if math.IsNaN(mean) || math.IsInf(mean, 0) {
-		return perplexity{}, fmt.Errorf("%s: the mean negative log-likelihood is %v (non-finite logits)", path, mean)
-	}
-	return perplexity{Tokens: n, NLL: mean, Perplexity: math.Exp(mean)}, nil
+	return p, nil
 }
