@@ -42,39 +42,48 @@ func TestStreamedPeakHeap(t *testing.T) {
 		if bound*2 > whole {
 			t.Fatalf("bound %d is not well below the model's float32 weights %d: the test would not tell streaming apart", bound, whole)
 		}
-		old := debug.SetGCPercent(5)
-		runtime.GC()
-		base := heapObjects()
-		var peak atomic.Int64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(100 * time.Microsecond)
-			defer tick.Stop()
-			for {
-				if h := heapObjects(); h > peak.Load() {
-					peak.Store(h)
-				}
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-			}
-		}()
-		_, err := m.Forward(context.Background(), tokens, Options{W4A: c.mode})
-		close(stop)
-		wg.Wait()
-		debug.SetGCPercent(old)
+		used, err := peakHeap(func() error {
+			_, err := m.Forward(context.Background(), tokens, Options{W4A: c.mode})
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		used := peak.Load() - base
 		t.Logf("%s --w4a %s: peak heap +%.2f MiB, bound %.2f MiB, whole model as float32 %.2f MiB", c.storage, c.mode, float64(used)/(1<<20), float64(bound)/(1<<20), float64(whole)/(1<<20))
 		if used > bound {
 			t.Fatalf("%s --w4a %s: the forward's peak heap +%d bytes passes its bound %d", c.storage, c.mode, used, bound)
 		}
 	}
+}
+
+// peakHeap runs fn at GOGC=5 and returns the most heap it added, sampled
+// every 100 µs.
+func peakHeap(fn func() error) (int64, error) {
+	old := debug.SetGCPercent(5)
+	defer debug.SetGCPercent(old)
+	runtime.GC()
+	base := heapObjects()
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			if h := heapObjects(); h > peak.Load() {
+				peak.Store(h)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	err := fn()
+	close(stop)
+	wg.Wait()
+	return peak.Load() - base, err
 }
