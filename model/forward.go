@@ -99,7 +99,7 @@ func (m *Model) MemoryBound(T int) int64 {
 	}
 	q, kv := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	t := int64(T)
-	act := 4 * t * int64(6*cfg.Hidden+2*q+4*kv+4*cfg.Inter+2*max(cfg.Hidden, cfg.Inter))
+	act := 4 * t * int64(6*cfg.Hidden+2*q+4*kv+4*cfg.Inter+2*max(cfg.Hidden, cfg.Inter)+cfg.HeadDim)
 	scores := 4 * int64(cfg.Heads) * t
 	logits := 4 * t * int64(cfg.Vocab+m.headChunk())
 	return layer + hb + act + scores + logits
@@ -119,6 +119,9 @@ func (m *Model) headChunk() int {
 	return min(m.Config.Vocab, max(256, (16<<20)/m.Config.Hidden))
 }
 
+// maxLogitBytes bounds the logits one forward returns (float32 [T, vocab]).
+const maxLogitBytes = 4 << 30
+
 // TokenError is a token id the model cannot embed.
 type TokenError struct {
 	Position, ID, Vocab int
@@ -133,6 +136,9 @@ func (m *Model) Forward(ctx context.Context, tokens []int, opt Options) (kernels
 	cfg := m.Config
 	if len(tokens) == 0 {
 		return kernels.Matrix{}, errors.New("forward: no tokens given")
+	}
+	if need := int64(len(tokens)) * int64(cfg.Vocab) * 4; need > maxLogitBytes {
+		return kernels.Matrix{}, fmt.Errorf("forward: %d tokens × %d logits need %d MiB, over the %d MiB a forward may return; split the sequence", len(tokens), cfg.Vocab, need>>20, maxLogitBytes>>20)
 	}
 	for i, id := range tokens {
 		if id < 0 || id >= cfg.Vocab {

@@ -293,6 +293,9 @@ func TestBadInputs(t *testing.T) {
 	if _, err := m.Forward(ctx, []int{-1}, Options{}); err == nil {
 		t.Fatal("token -1 accepted")
 	}
+	if _, err := m.Forward(ctx, make([]int, 3<<20), Options{}); err == nil || !strings.Contains(err.Error(), "split the sequence") {
+		t.Fatalf("3 Mi tokens: err = %v", err)
+	}
 	if _, err := m.Forward(ctx, nil, Options{}); err == nil {
 		t.Fatal("no tokens accepted")
 	}
