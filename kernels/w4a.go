@@ -27,7 +27,8 @@ type W4AWeight struct {
 // float32 linear and the W4A linears on GPTQ INT4 weights.
 type W4A interface {
 	// LinearF32 returns y = x·wᵀ + bias for x [T, K] and w [N, K] (bias nil
-	// or N values), each output summed in float32 in input order.
+	// or N values), each output summed in float32 in input order, the bias
+	// added last.
 	LinearF32(ctx context.Context, x, w Matrix, bias []float32) (Matrix, error)
 	// W4AFP8 is GPT-QModel's W4A-FP8 linear: each token row of x quantized
 	// to E4M3 with the direct scale amax/448, the per-group products with the

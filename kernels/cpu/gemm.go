@@ -39,16 +39,19 @@ func (b *Backend) LinearF32(ctx context.Context, x, w kernels.Matrix, bias []flo
 	if x.Rows == 0 || w.Rows == 0 {
 		return y, nil
 	}
-	if bias != nil {
-		for t := range y.Rows {
-			copy(y.Data[t*y.Cols:(t+1)*y.Cols], bias)
-		}
-	}
 	panels := (w.Rows + gemmPanel - 1) / gemmPanel
 	err := b.parallel(ctx, panels, func(p int) {
 		n0, n1 := p*gemmPanel, min((p+1)*gemmPanel, w.Rows)
 		for k0 := 0; k0 < x.Cols; k0 += gemmKBlock {
 			gemmBlock(y, x, w, n0, n1, k0, min(k0+gemmKBlock, x.Cols))
+		}
+		if bias != nil { // after the sum, as torch's addmm adds it
+			for t := range y.Rows {
+				row := y.Data[t*y.Cols : (t+1)*y.Cols]
+				for n := n0; n < n1; n++ {
+					row[n] += bias[n]
+				}
+			}
 		}
 	})
 	return y, err

@@ -134,7 +134,7 @@ func TestW4AFP8MatchesPlainArithmetic(t *testing.T) {
 			for i := 0; i < c.K; i++ {
 				x.Data[c.K+i] = 3.5
 				x.Data[2*c.K+i] = -1e-30
-				x.Data[3*c.K+i] = float32(1 - 2*(i%2)) * 7
+				x.Data[3*c.K+i] = float32(1-2*(i%2)) * 7
 			}
 		}
 		want := plainW4AFP8(x.Data, c.T, c.K, w.Codes, w.Scales, w.Bias, c.N)
@@ -376,12 +376,13 @@ func TestLinearF32(t *testing.T) {
 			}
 			for i := 0; i < c.T; i++ {
 				for j := 0; j < c.N; j++ {
-					s := bias[j] // the same order: bias, then inputs in order
+					var s float32 // the same order: inputs in order, then the bias
 					var s64 float64
 					for k := 0; k < c.K; k++ {
 						s = s + float32(x.Data[i*c.K+k]*w.Data[j*c.K+k])
 						s64 += float64(x.Data[i*c.K+k]) * float64(w.Data[j*c.K+k])
 					}
+					s += bias[j]
 					got := y.Data[i*c.N+j]
 					if got != s {
 						t.Fatalf("%+v: y[%d][%d] = %v, in-order float32 sum %v", c, i, j, got, s)
