@@ -5,6 +5,8 @@
 //	quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp] [--w4a fp8|nvfp4] [--reserve R] SOURCE
 //	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
 //	quantscope hub     [--addr 127.0.0.1:8090] DIR
+//	quantscope forward [--json] --tokens IDS [--w4a none|fp8] [--out FILE] SOURCE
+//	quantscope eval    [--json] --data FILE [--w4a none|fp8] [--compare] SOURCE
 //
 // Bad input of any kind exits with status 1 and one line `error: ...` on
 // stderr naming the file, the tensor and the rule; nothing partial is printed
@@ -34,6 +36,10 @@ usage:
   quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
   quantscope hub     [--addr 127.0.0.1:8090] DIR
   quantscope demo    DIR        write the generated demo repos under DIR
+  quantscope forward [--json] --tokens IDS [--w4a none|fp8] [--out FILE] SOURCE
+                     Llama logits of one sequence (IDS: 1,2,3 or @FILE)
+  quantscope eval    [--json] --data FILE [--w4a none|fp8] [--compare] SOURCE
+                     perplexity over FILE's token id lines; --compare: dense and W4A side by side
 
 SOURCE: https://huggingface.co/ORG/NAME[/tree/REV], ORG/NAME, the URL of one
 .safetensors file, a local directory or a local .safetensors file.
@@ -85,6 +91,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdHub(ctx, rest, stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, rest, stdout)
+	case "forward":
+		return cmdForward(ctx, rest, stdout, stderr)
+	case "eval":
+		return cmdEval(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/quantscope/quantscope/model"
+)
+
+// perplexity is eval --json's document: {"tokens","nll","perplexity"}.
+type perplexity = model.Perplexity
+
+func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, `print {"tokens","nll","perplexity"}`)
+	data := fs.String("data", "", "token ids, one sequence per line (ids separated by whitespace or commas)")
+	w4a := fs.String("w4a", model.W4ANone, "none or fp8")
+	compare := fs.Bool("compare", false, "run the dense forward and the --w4a one side by side and report the difference")
+	var sf sourceFlags
+	sf.register(fs, true, true)
+	pos, err := parseFlags(fs, args, 1, "SOURCE")
+	if err != nil {
+		return err
+	}
+	if *data == "" {
+		return &usageError{"eval: --data is required"}
+	}
+	if *compare && (*w4a == model.W4ANone || *w4a == "") {
+		return &usageError{"eval: --compare needs --w4a fp8 (the side to compare with the dense forward)"}
+	}
+	lines, err := readSequences(*data)
+	if err != nil {
+		return err
+	}
+	m, closer, err := openModel(ctx, pos[0], sf)
+	if err != nil {
+		return err
+	}
+	defer closer()
+	modes := []string{*w4a}
+	if *compare {
+		modes = []string{model.W4ANone, *w4a}
+	}
+	var res []perplexity
+	for _, mode := range modes {
+		p, err := evalMode(ctx, m, lines, mode, *data, progressLine(stderr, "eval "+mode, "sequences"))
+		if err != nil {
+			return err
+		}
+		res = append(res, p)
+	}
+	if !*compare {
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(res[0])
+		}
+		_, err := fmt.Fprintf(stdout, "tokens=%d nll=%.6f perplexity=%.4f (%s)\n", res[0].Tokens, res[0].NLL, res[0].Perplexity, modeName(*w4a))
+		return err
+	}
+	diff := map[string]float64{
+		"nll":              res[1].NLL - res[0].NLL,
+		"perplexity":       res[1].Perplexity - res[0].Perplexity,
+		"perplexity_ratio": res[1].Perplexity / res[0].Perplexity,
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(map[string]any{
+			"dense": res[0], "w4a": res[1], "w4a_mode": *w4a, "difference": diff, "note": w4aNote,
+		})
+	}
+	_, err = fmt.Fprintf(stdout, "dense      tokens=%d nll=%.6f perplexity=%.4f\nw4a %-6s tokens=%d nll=%.6f perplexity=%.4f\ndifference nll %+.6f, perplexity %+.4f (×%.5f)\nnote: %s\n",
+		res[0].Tokens, res[0].NLL, res[0].Perplexity, *w4a, res[1].Tokens, res[1].NLL, res[1].Perplexity,
+		diff["nll"], diff["perplexity"], diff["perplexity_ratio"], w4aNote)
+	return err
+}
+
+func modeName(w4a string) string {
+	if w4a == model.W4ANone || w4a == "" {
+		return "dense float32"
+	}
+	return "w4a " + w4a
+}
+
+// readSequences reads FILE's non-empty lines as token id sequences.
+func readSequences(path string) ([][]int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--data: %w", err)
+	}
+	var seqs [][]int
+	for i, line := range strings.Split(string(b), "\n") {
+		ids, err := parseIDs(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: line %d: %w", path, i+1, err)
+		}
+		if len(ids) > 0 {
+			seqs = append(seqs, ids)
+		}
+	}
+	return seqs, nil
+}
+
+func evalMode(ctx context.Context, m *model.Model, seqs [][]int, mode, path string, progress func(done, total int64)) (perplexity, error) {
+	p, err := m.Perplexity(ctx, seqs, model.Options{W4A: mode, Progress: progress})
+	if err != nil {
+		return perplexity{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}

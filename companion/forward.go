@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/kernels/cpu"
+	"github.com/quantscope/quantscope/model"
+)
+
+// w4aNote says where the reference path's numbers differ from GPT-QModel's.
+const w4aNote = "W4A on the CPU reference path runs with a float32 model dtype; GPT-QModel runs FP16/BF16 on CUDA"
+
+func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, `print {"shape":[T,V],"logits":[[...],...]}`)
+	tokensFlag := fs.String("tokens", "", "token ids: 1,2,3 or @FILE (ids separated by whitespace or commas)")
+	w4a := fs.String("w4a", model.W4ANone, "none (dequantized weights in float32) or fp8 (W4A-FP8 on GPTQ INT4)")
+	out := fs.String("out", "", "write the logits as little-endian float32 [T, V] to FILE")
+	var sf sourceFlags
+	sf.register(fs, true, true)
+	pos, err := parseFlags(fs, args, 1, "SOURCE")
+	if err != nil {
+		return err
+	}
+	if *tokensFlag == "" {
+		return &usageError{"forward: --tokens is required"}
+	}
+	tokens, err := parseTokens(*tokensFlag)
+	if err != nil {
+		return err
+	}
+	m, closer, err := openModel(ctx, pos[0], sf)
+	if err != nil {
+		return err
+	}
+	defer closer()
+	logits, err := m.Forward(ctx, tokens, model.Options{W4A: *w4a, Progress: progressLine(stderr, "forward", "layers")})
+	var te *model.TokenError
+	if errors.As(err, &te) {
+		return fmt.Errorf("--tokens %s: %w", *tokensFlag, err)
+	}
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := writeFloats(*out, logits.Data); err != nil {
+			return err
+		}
+	}
+	w := bufio.NewWriterSize(stdout, 1<<20)
+	if *asJSON {
+		writeLogitsJSON(w, logits)
+	} else {
+		mode := "dense float32"
+		if *w4a == model.W4AFP8 {
+			mode = "w4a fp8 (" + w4aNote + ")"
+		}
+		fmt.Fprintf(w, "logits [%d, %d], %s\n", logits.Rows, logits.Cols, mode)
+		for t := range logits.Rows {
+			row := logits.Data[t*logits.Cols : (t+1)*logits.Cols]
+			best := 0
+			for v, x := range row {
+				if x > row[best] {
+					best = v
+				}
+			}
+			fmt.Fprintf(w, "  position %d: token %d, top next token %d (logit %.4g)\n", t, tokens[t], best, row[best])
+		}
+	}
+	return w.Flush()
+}
+
+// writeLogitsJSON writes the logits with each float32's shortest decimal
+// form, streamed (a long sequence over a large vocabulary is large).
+func writeLogitsJSON(w *bufio.Writer, l kernels.Matrix) {
+	fmt.Fprintf(w, `{"shape":[%d,%d],"logits":[`, l.Rows, l.Cols)
+	var b []byte
+	for t := range l.Rows {
+		if t > 0 {
+			w.WriteByte(',')
+		}
+		w.WriteByte('[')
+		for v, x := range l.Data[t*l.Cols : (t+1)*l.Cols] {
+			b = b[:0]
+			if v > 0 {
+				b = append(b, ',')
+			}
+			switch {
+			case x != x:
+				b = append(b, `"NaN"`...)
+			case math.IsInf(float64(x), 0):
+				b = strconv.AppendQuote(b, map[bool]string{true: "Infinity", false: "-Infinity"}[x > 0])
+			default:
+				b = strconv.AppendFloat(b, float64(x), 'g', -1, 32)
+			}
+			w.Write(b)
+		}
+		w.WriteByte(']')
+	}
+	w.WriteString("]}\n")
+}
+
+// parseTokens reads IDS: "1,2,3" or "@FILE", ids separated by whitespace or commas.
+func parseTokens(spec string) ([]int, error) {
+	text, where := spec, "--tokens"
+	if strings.HasPrefix(spec, "@") {
+		b, err := os.ReadFile(spec[1:])
+		if err != nil {
+			return nil, fmt.Errorf("--tokens: %w", err)
+		}
+		text, where = string(b), spec[1:]
+	}
+	ids, err := parseIDs(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%s: no token ids", where)
+	}
+	return ids, nil
+}
+
+func parseIDs(text string) ([]int, error) {
+	var ids []int
+	for _, f := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' }) {
+		id, err := strconv.Atoi(f)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("%q is not a token id (a non-negative integer)", f)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// openModel loads SOURCE's headers and its Llama config.
+func openModel(ctx context.Context, source string, sf sourceFlags) (*model.Model, func(), error) {
+	c, err := loadCheckpoint(ctx, source, sf)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := model.New(c, cpu.New())
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("%s: %w", c.Source.Name(), err)
+	}
+	return m, func() { c.Close() }, nil
+}
+
+// progressLine shows progress on stderr when it is a terminal.
+func progressLine(stderr io.Writer, what, unit string) kernels.Progress {
+	f, ok := stderr.(*os.File)
+	if !ok {
+		return nil
+	}
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return func(done, total int64) {
+		end := ""
+		if done == total {
+			end = "\n"
+		}
+		fmt.Fprintf(f, "\r%s: %d/%d %s%s", what, done, total, unit, end)
+	}
+}

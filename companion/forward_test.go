@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/kernels/cpu"
+	"github.com/quantscope/quantscope/model"
+	"github.com/quantscope/quantscope/synth"
+)
+
+// llamaRepos writes the small generated Llama as GPTQ and BF16 checkpoints.
+func llamaRepos(t *testing.T) (gptq, bf16 string) {
+	t.Helper()
+	s := synth.SmallLlama()
+	w := synth.LlamaWeights(s)
+	dir := t.TempDir()
+	for _, st := range []string{"gptq", "bf16"} {
+		r, err := synth.LlamaRepo(s, w, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WriteDir(filepath.Join(dir, st)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "gptq"), filepath.Join(dir, "bf16")
+}
+
+func directForward(t *testing.T, dir string, tokens []int, mode string) []float32 {
+	t.Helper()
+	src, err := hub.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := checkpoint.Load(context.Background(), src, checkpoint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := model.New(c, cpu.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Forward(context.Background(), tokens, model.Options{W4A: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Data
+}
+
+func runOK(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return out.String()
+}
+
+func TestForwardCommand(t *testing.T) {
+	gptq, _ := llamaRepos(t)
+	tokens := []int{5, 6, 7, 500, 3}
+	ids := filepath.Join(t.TempDir(), "ids.txt")
+	os.WriteFile(ids, []byte("5, 6\n7\t500 3\n"), 0o644)
+	for _, mode := range []string{"none", "fp8"} {
+		want := directForward(t, gptq, tokens, mode)
+		outFile := filepath.Join(t.TempDir(), "logits.f32")
+		var doc struct {
+			Shape  []int       `json:"shape"`
+			Logits [][]float64 `json:"logits"`
+		}
+		if err := json.Unmarshal([]byte(runOK(t, "forward", "--json", "--tokens", "@"+ids, "--w4a", mode, "--out", outFile, gptq)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Shape) != 2 || doc.Shape[0] != 5 || doc.Shape[1] != 512 || len(doc.Logits) != 5 {
+			t.Fatalf("%s: shape %v, %d rows", mode, doc.Shape, len(doc.Logits))
+		}
+		raw, err := os.ReadFile(outFile)
+		if err != nil || len(raw) != 4*len(want) {
+			t.Fatalf("%s: --out holds %d bytes (%v), want %d", mode, len(raw), err, 4*len(want))
+		}
+		for i, w := range want {
+			if got := float32(doc.Logits[i/512][i%512]); got != w {
+				t.Fatalf("%s: JSON logit %d = %v, the forward gives %v", mode, i, got, w)
+			}
+			if got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])); got != w {
+				t.Fatalf("%s: --out logit %d = %v, the forward gives %v", mode, i, got, w)
+			}
+		}
+		text := runOK(t, "forward", "--tokens", "5,6,7,500,3", "--w4a", mode, gptq)
+		if !strings.Contains(text, "logits [5, 512]") || strings.Count(text, "position ") != 5 {
+			t.Fatalf("%s: text output %q", mode, text)
+		}
+	}
+}
+
+// nllOf is the mean next-token negative log-likelihood, written plainly.
+func nllOf(logits []float32, seq []int, V int) (sum float64, n int) {
+	for t := 0; t+1 < len(seq); t++ {
+		var z float64
+		for v := 0; v < V; v++ {
+			z += math.Exp(float64(logits[t*V+v]))
+		}
+		sum += math.Log(z) - float64(logits[t*V+seq[t+1]])
+		n++
+	}
+	return sum, n
+}
+
+func TestEvalCommand(t *testing.T) {
+	gptq, _ := llamaRepos(t)
+	seqs := [][]int{{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10}, {11}, {300, 20}}
+	data := filepath.Join(t.TempDir(), "data.txt")
+	os.WriteFile(data, []byte("1 2 3 4 5 6\n7,8,9,10\n\n11\n300 20\n"), 0o644)
+	want := map[string]perplexity{}
+	for _, mode := range []string{"none", "fp8"} {
+		var sum float64
+		var n int
+		for _, s := range seqs {
+			a, b := nllOf(directForward(t, gptq, s, mode), s, 512)
+			sum, n = sum+a, n+b
+		}
+		want[mode] = perplexity{Tokens: n, NLL: sum / float64(n), Perplexity: math.Exp(sum / float64(n))}
+		var got perplexity
+		if err := json.Unmarshal([]byte(runOK(t, "eval", "--json", "--data", data, "--w4a", mode, gptq)), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Tokens != 9 || math.Abs(got.NLL-want[mode].NLL) > 1e-9 || math.Abs(got.Perplexity/want[mode].Perplexity-1) > 1e-9 {
+			t.Fatalf("%s: eval %+v, plain computation %+v", mode, got, want[mode])
+		}
+	}
+	var cmp struct {
+		Dense, W4A perplexity
+		Difference map[string]float64
+		Note       string
+	}
+	if err := json.Unmarshal([]byte(runOK(t, "eval", "--json", "--compare", "--w4a", "fp8", "--data", data, gptq)), &cmp); err != nil {
+		t.Fatal(err)
+	}
+	if cmp.Dense.Tokens != 9 || math.Abs(cmp.Dense.NLL-want["none"].NLL) > 1e-9 {
+		t.Fatalf("compare: dense %+v, want %+v", cmp.Dense, want["none"])
+	}
+	if math.Abs(cmp.W4A.NLL-want["fp8"].NLL) > 1e-9 || math.Abs(cmp.Difference["nll"]-(cmp.W4A.NLL-cmp.Dense.NLL)) > 1e-12 || cmp.Difference["nll"] == 0 {
+		t.Fatalf("compare: %+v, want w4a %+v", cmp, want["fp8"])
+	}
+	if !strings.Contains(cmp.Note, "float32") {
+		t.Fatalf("compare: note %q", cmp.Note)
+	}
+}
+
+func TestForwardEvalErrors(t *testing.T) {
+	gptq, bf16 := llamaRepos(t)
+	empty := filepath.Join(t.TempDir(), "one.txt")
+	os.WriteFile(empty, []byte("4\n"), 0o644)
+	bad := filepath.Join(t.TempDir(), "bad.txt")
+	os.WriteFile(bad, []byte("1 2\n3 x\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"forward", "--tokens", "1,512", gptq}, "token 512 at position 1 is outside the vocabulary (vocab_size 512)"},
+		{[]string{"forward", "--tokens", "1,2", "--w4a", "fp8", bf16}, `module "model.layers.0.self_attn.q_proj": rule w4a-format`},
+		{[]string{"forward", "--tokens", "1,-2", gptq}, `"-2" is not a token id`},
+		{[]string{"forward", gptq}, "--tokens is required"},
+		{[]string{"forward", "--tokens", "1", "--w4a", "int8", gptq}, `--w4a "int8"`},
+		{[]string{"eval", "--data", empty, gptq}, "nothing to predict"},
+		{[]string{"eval", "--data", bad, gptq}, "line 2"},
+		{[]string{"eval", "--data", empty, "--compare", gptq}, "--compare needs --w4a fp8"},
+	} {
+		stdout, stderr, code := runMain(t, c.args...)
+		if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "error: ") || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and an error with %q", c.args, code, stdout, stderr, c.want)
+		}
+	}
+}

@@ -1,0 +1,169 @@
+// Package model runs a decoder's forward pass over a checkpoint that formats/
+// reads: Hugging Face LlamaForCausalLM semantics in float32, over dense
+// (F32/F16/BF16) or quantized weights dequantized to float32, or with the
+// seven projections of each layer as W4A linears on GPTQ INT4 weights.
+//
+// The forward is streamed: each projection's tensors are read, used and
+// dropped before the next are read, so memory is bounded by one decoder
+// layer's weights plus the activations (MemoryBound), whatever the model's
+// size. It knows nothing of the command line or of jobs.
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Config is what the Llama forward reads from config.json.
+type Config struct {
+	Layers, Hidden, Inter   int
+	Heads, KVHeads, HeadDim int
+	Vocab                   int
+	Eps                     float64 // rms_norm_eps
+	RopeTheta               float64
+	Scaling                 *RopeScaling // nil: plain RoPE
+	Tied                    bool         // tie_word_embeddings
+}
+
+// RopeScaling is rope_scaling of type llama3 (Llama 3.1's frequency bands).
+type RopeScaling struct {
+	Factor, LowFreqFactor, HighFreqFactor float64
+	OriginalMaxPosition                   float64
+}
+
+type rawConfig struct {
+	ModelType     string          `json:"model_type"`
+	Architectures []string        `json:"architectures"`
+	Layers        int             `json:"num_hidden_layers"`
+	Hidden        int             `json:"hidden_size"`
+	Inter         int             `json:"intermediate_size"`
+	Heads         int             `json:"num_attention_heads"`
+	KVHeads       int             `json:"num_key_value_heads"`
+	HeadDim       int             `json:"head_dim"`
+	Vocab         int             `json:"vocab_size"`
+	Eps           *float64        `json:"rms_norm_eps"`
+	RopeTheta     *float64        `json:"rope_theta"`
+	RopeScaling   json.RawMessage `json:"rope_scaling"`
+	Tied          *bool           `json:"tie_word_embeddings"`
+	HiddenAct     string          `json:"hidden_act"`
+	TextConfig    *rawConfig      `json:"text_config"`
+}
+
+// ParseConfig reads a Llama config.json (a multimodal one's text_config
+// when present) and checks what the forward relies on.
+func ParseConfig(configJSON []byte) (*Config, error) {
+	if len(configJSON) == 0 {
+		return nil, fmt.Errorf("config.json: missing; the forward needs the model's shape")
+	}
+	var r rawConfig
+	if err := json.Unmarshal(configJSON, &r); err != nil {
+		return nil, fmt.Errorf("config.json: %w", err)
+	}
+	if r.TextConfig != nil {
+		r = *r.TextConfig
+	}
+	if r.ModelType != "llama" && !slices.Contains(r.Architectures, "LlamaForCausalLM") {
+		return nil, fmt.Errorf("config.json: model_type %q (architectures %v): the forward runs Llama decoders (LlamaForCausalLM) only", r.ModelType, r.Architectures)
+	}
+	if r.HiddenAct != "" && r.HiddenAct != "silu" {
+		return nil, fmt.Errorf("config.json: hidden_act %q: the Llama MLP is SwiGLU (silu)", r.HiddenAct)
+	}
+	c := &Config{Layers: r.Layers, Hidden: r.Hidden, Inter: r.Inter, Heads: r.Heads, KVHeads: r.KVHeads, HeadDim: r.HeadDim, Vocab: r.Vocab, Eps: 1e-6, RopeTheta: 10000}
+	if r.Eps != nil {
+		c.Eps = *r.Eps
+	}
+	if r.RopeTheta != nil {
+		c.RopeTheta = *r.RopeTheta
+	}
+	if r.Tied != nil {
+		c.Tied = *r.Tied
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Hidden / c.Heads
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"num_hidden_layers", c.Layers}, {"hidden_size", c.Hidden}, {"intermediate_size", c.Inter}, {"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim}, {"vocab_size", c.Vocab}} {
+		if f.v <= 0 || f.v > 1<<24 {
+			return nil, fmt.Errorf("config.json: %s is %d, want a positive size", f.name, f.v)
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return nil, fmt.Errorf("config.json: num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	}
+	if c.HeadDim%2 != 0 {
+		return nil, fmt.Errorf("config.json: head_dim %d is odd; rotary embeddings rotate pairs", c.HeadDim)
+	}
+	if !(c.RopeTheta > 0) || !(c.Eps >= 0) {
+		return nil, fmt.Errorf("config.json: rope_theta %v, rms_norm_eps %v: want positive values", c.RopeTheta, c.Eps)
+	}
+	if len(r.RopeScaling) > 0 && string(r.RopeScaling) != "null" {
+		var s struct {
+			Type, RopeType                        string
+			Factor, LowFreqFactor, HighFreqFactor float64
+			OriginalMaxPosition                   float64 `json:"original_max_position_embeddings"`
+		}
+		var m map[string]any
+		if err := json.Unmarshal(r.RopeScaling, &m); err != nil {
+			return nil, fmt.Errorf("config.json: rope_scaling: %w", err)
+		}
+		get := func(k string) float64 { f, _ := m[k].(float64); return f }
+		s.Type, _ = m["rope_type"].(string)
+		if s.Type == "" {
+			s.Type, _ = m["type"].(string)
+		}
+		s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalMaxPosition = get("factor"), get("low_freq_factor"), get("high_freq_factor"), get("original_max_position_embeddings")
+		switch s.Type {
+		case "default":
+		case "llama3":
+			if !(s.Factor > 0) || !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || !(s.OriginalMaxPosition > 0) {
+				return nil, fmt.Errorf("config.json: rope_scaling llama3 needs factor, low_freq_factor < high_freq_factor and original_max_position_embeddings, got %s", r.RopeScaling)
+			}
+			c.Scaling = &RopeScaling{Factor: s.Factor, LowFreqFactor: s.LowFreqFactor, HighFreqFactor: s.HighFreqFactor, OriginalMaxPosition: s.OriginalMaxPosition}
+		default:
+			return nil, fmt.Errorf("config.json: rope_scaling type %q: the forward implements llama3 (and none)", s.Type)
+		}
+	}
+	return c, nil
+}
+
+// InvFreq is the rotary inverse frequencies, HF's
+// 1/(theta^(2i/d)) in float32, then llama3's band scaling when configured
+// (_compute_llama3_parameters): wavelengths longer than
+// original/low_freq_factor divide by factor, shorter than
+// original/high_freq_factor stay, the band between is smoothed.
+func (c *Config) InvFreq() []float32 {
+	d := c.HeadDim
+	f := make([]float32, d/2)
+	for i := range f {
+		e := float32(2*i) / float32(d)
+		f[i] = float32(1 / float32(math.Pow(c.RopeTheta, float64(e))))
+	}
+	s := c.Scaling
+	if s == nil {
+		return f
+	}
+	lowWave := s.OriginalMaxPosition / s.LowFreqFactor
+	highWave := s.OriginalMaxPosition / s.HighFreqFactor
+	for i, v := range f {
+		inv := float64(v)
+		wave := 2 * math.Pi / inv
+		switch {
+		case wave < highWave:
+			// high frequency: unchanged
+		case wave > lowWave:
+			inv /= s.Factor
+		default:
+			smooth := (s.OriginalMaxPosition/wave - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+			inv = (1-smooth)*inv/s.Factor + smooth*inv
+		}
+		f[i] = float32(inv)
+	}
+	return f
+}

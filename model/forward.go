@@ -1,0 +1,394 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/scheme"
+	"github.com/quantscope/quantscope/kernels"
+)
+
+// W4A modes of the forward.
+const (
+	W4ANone = "none" // every linear in float32, quantized weights dequantized
+	W4AFP8  = "fp8"  // the seven projections as W4A-FP8 linears (GPTQ INT4 weights)
+)
+
+// Options tune a forward.
+type Options struct {
+	W4A string // W4ANone (or "") or W4AFP8
+	// Progress is told after the embedding, each decoder layer and the head:
+	// done out of Layers+2.
+	Progress kernels.Progress
+}
+
+// Model is a Llama decoder over a loaded checkpoint; its weights stay in the
+// checkpoint until a forward reads them.
+type Model struct {
+	Config *Config
+	c      *checkpoint.Checkpoint
+	be     kernels.W4A
+}
+
+var projections = []string{
+	"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+	"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
+}
+
+// New reads the checkpoint's config.json and checks that every tensor the
+// forward needs is there with the shape the config implies (headers only).
+func New(c *checkpoint.Checkpoint, be kernels.W4A) (*Model, error) {
+	cfg, err := ParseConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Config: cfg, c: c, be: be}
+	H, q, kv := cfg.Hidden, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	want := map[string][2]int{"model.embed_tokens": {cfg.Vocab, H}, "model.norm": {1, H}}
+	if !cfg.Tied {
+		want["lm_head"] = [2]int{cfg.Vocab, H}
+	}
+	for l := range cfg.Layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		want[p+"input_layernorm"] = [2]int{1, H}
+		want[p+"post_attention_layernorm"] = [2]int{1, H}
+		for _, s := range [][3]any{{"self_attn.q_proj", q, H}, {"self_attn.k_proj", kv, H}, {"self_attn.v_proj", kv, H}, {"self_attn.o_proj", H, q}, {"mlp.gate_proj", cfg.Inter, H}, {"mlp.up_proj", cfg.Inter, H}, {"mlp.down_proj", H, cfg.Inter}} {
+			want[p+s[0].(string)] = [2]int{s[1].(int), s[2].(int)}
+		}
+	}
+	for name, shape := range want {
+		mod, ok := c.Module(name)
+		if !ok || mod.Name != name || mod.Format == scheme.FormatNone {
+			return nil, fmt.Errorf("%s: no weight for module %q, which config.json's Llama shape needs", c.Source.Name(), name)
+		}
+		rows, cols := mod.Matrix2D()
+		if int(rows) != shape[0] || int(cols) != shape[1] {
+			return nil, fmt.Errorf("%s: module %q is [%d, %d], config.json implies [%d, %d]", c.Source.Name(), name, rows, cols, shape[0], shape[1])
+		}
+	}
+	return m, nil
+}
+
+// MemoryBound is the most heap a forward of T tokens needs, in bytes: the
+// largest decoder layer's weights at 5 bytes a parameter (float32 plus an
+// unpacked code) plus their stored bytes; one chunk of the head likewise;
+// the activations of T tokens (residual, norms, q/k/v, attention, MLP,
+// W4A codes); the attention scores of one row per head; and the logits.
+func (m *Model) MemoryBound(T int) int64 {
+	cfg := m.Config
+	var layer int64
+	for l := range cfg.Layers {
+		var b int64
+		p := fmt.Sprintf("model.layers.%d.", l)
+		for _, n := range append([]string{"input_layernorm", "post_attention_layernorm"}, projections...) {
+			if mod, ok := m.c.Module(p + n); ok {
+				b += 5*int64(mod.Parameters) + int64(mod.Bytes)
+			}
+		}
+		layer = max(layer, b)
+	}
+	head := m.headModule()
+	hb := int64(m.headChunk()) * int64(cfg.Hidden) * 5
+	if head.Parameters > 0 {
+		hb += int64(head.Bytes) / int64(cfg.Vocab) * int64(m.headChunk())
+	}
+	q, kv := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	t := int64(T)
+	act := 4 * t * int64(6*cfg.Hidden+2*q+4*kv+4*cfg.Inter+2*max(cfg.Hidden, cfg.Inter)+cfg.HeadDim)
+	scores := 4 * int64(cfg.Heads) * t
+	logits := 4 * t * int64(cfg.Vocab+m.headChunk())
+	return layer + hb + act + scores + logits
+}
+
+func (m *Model) headModule() *scheme.Module {
+	name := "lm_head"
+	if m.Config.Tied {
+		name = "model.embed_tokens"
+	}
+	mod, _ := m.c.Module(name)
+	return mod
+}
+
+// headChunk is how many vocabulary rows of the head are dequantized at once.
+func (m *Model) headChunk() int {
+	return min(m.Config.Vocab, max(256, (16<<20)/m.Config.Hidden))
+}
+
+// maxLogitBytes bounds the logits one forward returns (float32 [T, vocab]).
+const maxLogitBytes = 4 << 30
+
+// TokenError is a token id the model cannot embed.
+type TokenError struct {
+	Position, ID, Vocab int
+}
+
+func (e *TokenError) Error() string {
+	return fmt.Sprintf("token %d at position %d is outside the vocabulary (vocab_size %d)", e.ID, e.Position, e.Vocab)
+}
+
+// Forward returns the logits [T, vocab] of every position of one sequence.
+func (m *Model) Forward(ctx context.Context, tokens []int, opt Options) (kernels.Matrix, error) {
+	cfg := m.Config
+	if len(tokens) == 0 {
+		return kernels.Matrix{}, errors.New("forward: no tokens given")
+	}
+	if need := int64(len(tokens)) * int64(cfg.Vocab) * 4; need > maxLogitBytes {
+		return kernels.Matrix{}, fmt.Errorf("forward: %d tokens × %d logits need %d MiB, over the %d MiB a forward may return; split the sequence", len(tokens), cfg.Vocab, need>>20, maxLogitBytes>>20)
+	}
+	for i, id := range tokens {
+		if id < 0 || id >= cfg.Vocab {
+			return kernels.Matrix{}, &TokenError{Position: i, ID: id, Vocab: cfg.Vocab}
+		}
+	}
+	mode := opt.W4A
+	switch mode {
+	case "", W4ANone:
+		mode = W4ANone
+	case W4AFP8:
+		if err := m.checkW4A(); err != nil {
+			return kernels.Matrix{}, err
+		}
+	default:
+		return kernels.Matrix{}, fmt.Errorf("forward: --w4a %q: want none or fp8 (nvfp4 is not built yet)", opt.W4A)
+	}
+	progress := func(done int) {
+		if opt.Progress != nil {
+			opt.Progress(int64(done), int64(cfg.Layers+2))
+		}
+	}
+	T, H := len(tokens), cfg.Hidden
+	h := kernels.Matrix{Rows: T, Cols: H, Data: make([]float32, T*H)}
+	embed, _ := m.c.Module("model.embed_tokens")
+	for t, id := range tokens {
+		row, err := scheme.Dequantize(embed, m.c, id, id+1)
+		if err != nil {
+			return kernels.Matrix{}, err
+		}
+		copy(h.Data[t*H:], row)
+	}
+	progress(1)
+	rope := newRope(cfg, T)
+	for l := range cfg.Layers {
+		if err := ctx.Err(); err != nil {
+			return kernels.Matrix{}, err
+		}
+		if err := m.layer(ctx, l, h, rope, mode); err != nil {
+			return kernels.Matrix{}, err
+		}
+		progress(l + 2)
+	}
+	x, err := m.norm("model.norm", h)
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	logits, err := m.head(ctx, x)
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	progress(cfg.Layers + 2)
+	return logits, nil
+}
+
+// layer runs decoder layer l in place on the residual stream h. In W4A
+// mode q/k/v share one quantized operand (the input norm's output) and
+// gate/up another (the post-attention norm's), as GPT-QModel's stream packs
+// each once.
+func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, mode string) error {
+	cfg := m.Config
+	p := fmt.Sprintf("model.layers.%d.", l)
+	x, err := m.norm(p+"input_layernorm", h)
+	if err != nil {
+		return err
+	}
+	qkv, err := m.operand(ctx, x, mode, p+"self_attn.q_proj/k_proj/v_proj")
+	if err != nil {
+		return err
+	}
+	var out [3]kernels.Matrix
+	for i, n := range projections[:3] {
+		if out[i], err = m.linear(ctx, p+n, qkv, mode); err != nil {
+			return err
+		}
+	}
+	q, k, v := out[0], out[1], out[2]
+	rope.apply(q, cfg.Heads, cfg.HeadDim)
+	rope.apply(k, cfg.KVHeads, cfg.HeadDim)
+	a, err := m.operand(ctx, attention(q, k, v, cfg), mode, p+"self_attn.o_proj")
+	if err != nil {
+		return err
+	}
+	o, err := m.linear(ctx, p+"self_attn.o_proj", a, mode)
+	if err != nil {
+		return err
+	}
+	addInto(h, o)
+	if x, err = m.norm(p+"post_attention_layernorm", h); err != nil {
+		return err
+	}
+	gu, err := m.operand(ctx, x, mode, p+"mlp.gate_proj/up_proj")
+	if err != nil {
+		return err
+	}
+	g, err := m.linear(ctx, p+"mlp.gate_proj", gu, mode)
+	if err != nil {
+		return err
+	}
+	u, err := m.linear(ctx, p+"mlp.up_proj", gu, mode)
+	if err != nil {
+		return err
+	}
+	for i, gv := range g.Data {
+		g.Data[i] = float32(silu(gv) * u.Data[i])
+	}
+	prod, err := m.operand(ctx, g, mode, p+"mlp.down_proj")
+	if err != nil {
+		return err
+	}
+	d, err := m.linear(ctx, p+"mlp.down_proj", prod, mode)
+	if err != nil {
+		return err
+	}
+	addInto(h, d)
+	return nil
+}
+
+// operand is a linear's input: the float32 activation, and in W4A mode its
+// quantized form.
+type operand struct {
+	x   kernels.Matrix
+	fp8 *kernels.FP8Tokens
+}
+
+func (m *Model) operand(ctx context.Context, x kernels.Matrix, mode, consumers string) (operand, error) {
+	if mode != W4AFP8 {
+		return operand{x: x}, nil
+	}
+	a, err := m.be.W4AFP8Quantize(ctx, x)
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("the input of %s: %w", consumers, err)
+	}
+	return operand{x: x, fp8: a}, err
+}
+
+// silu is x·sigmoid(x) in float32 (exp in float64, rounded).
+func silu(x float32) float32 {
+	return float32(x / float32(1+float32(math.Exp(float64(-x)))))
+}
+
+func addInto(h, d kernels.Matrix) {
+	for i, v := range d.Data {
+		h.Data[i] += v
+	}
+}
+
+// norm is HF's LlamaRMSNorm in float32: x·rsqrt(mean(x²)+eps), times the
+// weight. The mean of squares is summed in float64 and rounded to float32
+// (torch's float32 reduction order is not specified); rsqrt is
+// 1/sqrt in float64, rounded.
+func (m *Model) norm(name string, x kernels.Matrix) (kernels.Matrix, error) {
+	mod, _ := m.c.Module(name)
+	w, err := scheme.Dequantize(mod, m.c, 0, 1)
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	eps := float32(m.Config.Eps)
+	y := kernels.Matrix{Rows: x.Rows, Cols: x.Cols, Data: make([]float32, len(x.Data))}
+	for t := range x.Rows {
+		row := x.Data[t*x.Cols : (t+1)*x.Cols]
+		var ss float64
+		for _, v := range row {
+			ss += float64(v) * float64(v)
+		}
+		variance := float32(ss / float64(len(row)))
+		r := float32(1 / math.Sqrt(float64(variance+eps)))
+		out := y.Data[t*x.Cols : (t+1)*x.Cols]
+		for i, v := range row {
+			out[i] = float32(w[i] * float32(v*r))
+		}
+	}
+	return y, nil
+}
+
+// linear reads one projection, applies it to x, and lets it go.
+func (m *Model) linear(ctx context.Context, name string, op operand, mode string) (kernels.Matrix, error) {
+	mod, _ := m.c.Module(name)
+	bias, err := m.bias(mod)
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	if mode == W4AFP8 {
+		w, err := m.w4aWeight(mod, bias)
+		if err != nil {
+			return kernels.Matrix{}, err
+		}
+		return m.be.W4AFP8Linear(ctx, op.fp8, w)
+	}
+	rows, cols := mod.Matrix2D()
+	w, err := scheme.Dequantize(mod, m.c, 0, int(rows))
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	return m.be.LinearF32(ctx, op.x, kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: w}, bias)
+}
+
+// head is the LM head (or the tied embedding) over x, a chunk of vocabulary
+// rows at a time.
+func (m *Model) head(ctx context.Context, x kernels.Matrix) (kernels.Matrix, error) {
+	mod := m.headModule()
+	V, H, T := m.Config.Vocab, m.Config.Hidden, x.Rows
+	bias, err := m.bias(mod)
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	logits := kernels.Matrix{Rows: T, Cols: V, Data: make([]float32, T*V)}
+	step := m.headChunk()
+	for lo := 0; lo < V; lo += step {
+		hi := min(lo+step, V)
+		w, err := scheme.Dequantize(mod, m.c, lo, hi)
+		if err != nil {
+			return kernels.Matrix{}, err
+		}
+		var b []float32
+		if bias != nil {
+			b = bias[lo:hi]
+		}
+		y, err := m.be.LinearF32(ctx, x, kernels.Matrix{Rows: hi - lo, Cols: H, Data: w}, b)
+		if err != nil {
+			return kernels.Matrix{}, err
+		}
+		for t := range T {
+			copy(logits.Data[t*V+lo:t*V+hi], y.Data[t*(hi-lo):(t+1)*(hi-lo)])
+		}
+	}
+	return logits, nil
+}
+
+// parallelFor runs fn(0..n-1) on every core.
+func parallelFor(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next := 0
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,118 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/quantscope/quantscope/formats/numeric"
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/formats/scheme"
+	"github.com/quantscope/quantscope/kernels"
+)
+
+// bias reads a module's bias as float32, or nil when it has none.
+func (m *Model) bias(mod *scheme.Module) ([]float32, error) {
+	info, ok := mod.Info("bias")
+	if !ok {
+		return nil, nil
+	}
+	rows, _ := mod.Matrix2D()
+	if info.NBytes == 0 || uint64(len(info.Shape)) != 1 || info.Shape[0] != rows {
+		return nil, fmt.Errorf("module %q: tensor %q: bias shape %v, want [%d]", mod.Name, info.Name, info.Shape, rows)
+	}
+	return m.floats(info)
+}
+
+func (m *Model) floats(info *scheme.TensorInfo) ([]float32, error) {
+	b, err := m.c.ReadTensor(info.Name, 0, int64(info.NBytes))
+	if err != nil {
+		return nil, err
+	}
+	v, err := numeric.Decode(info.DType, b)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", info.Name, err)
+	}
+	return v, nil
+}
+
+// checkW4A refuses --w4a fp8 unless every projection of every layer is a
+// GPTQ INT4 module of the kind the W4A linear takes.
+func (m *Model) checkW4A() error {
+	s := m.c.Scheme
+	for l := range m.Config.Layers {
+		for _, p := range projections {
+			name := fmt.Sprintf("model.layers.%d.%s", l, p)
+			mod, _ := m.c.Module(name)
+			if err := w4aModule(mod, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func w4aModule(mod *scheme.Module, s *scheme.Scheme) error {
+	fail := func(rule, f string, a ...any) error {
+		return &kernels.W4AError{Module: mod.Name, Rule: rule, Msg: fmt.Sprintf(f, a...)}
+	}
+	if mod.Layout != scheme.LayoutGPTQ && mod.Layout != scheme.LayoutGPTQv2 {
+		return fail("w4a-format", "stored %s (layout %q); --w4a needs GPTQ INT4 weights (bits 4, sym, group 128, desc_act false)", mod.Format, mod.Layout)
+	}
+	if mod.Bits != 4 {
+		return fail("w4a-bits", "GPTQ bits %d; W4A takes bits 4", mod.Bits)
+	}
+	if mod.GroupSize != kernels.W4AGroup {
+		return fail("w4a-group", "group size %d; W4A takes group 128", mod.GroupSize)
+	}
+	if s != nil && s.Symmetric != nil && !*s.Symmetric {
+		return fail("w4a-sym", "quantization_config says sym false; W4A takes symmetric INT4 (zero point 8)")
+	}
+	if s != nil && s.DescAct {
+		return fail("w4a-desc-act", "quantization_config says desc_act true; W4A takes g_idx = i/128")
+	}
+	return nil
+}
+
+// w4aWeight reads a GPTQ module's tensors and prepares its centred codes.
+func (m *Model) w4aWeight(mod *scheme.Module, bias []float32) (*kernels.W4AWeight, error) {
+	out, in := mod.Matrix2D()
+	g := kernels.GPTQInt4{Name: mod.Name, In: int(in), Out: int(out), V1: mod.Layout == scheme.LayoutGPTQ, Bias: bias}
+	raw := func(role string, want safetensors.DType) ([]byte, error) {
+		info, ok := mod.Info(role)
+		if !ok {
+			return nil, nil
+		}
+		if info.DType != want {
+			return nil, fmt.Errorf("module %q: tensor %q: %s is %s, GPTQ stores it as %s", mod.Name, info.Name, role, info.DType, want)
+		}
+		return m.c.ReadTensor(info.Name, 0, int64(info.NBytes))
+	}
+	var err error
+	if g.QWeight, err = raw("qweight", safetensors.I32); err != nil {
+		return nil, err
+	}
+	if g.QWeight == nil {
+		return nil, fmt.Errorf("module %q: no qweight", mod.Name)
+	}
+	if g.QZeros, err = raw("qzeros", safetensors.I32); err != nil {
+		return nil, err
+	}
+	sc, ok := mod.Info("scales")
+	if !ok {
+		return nil, fmt.Errorf("module %q: no scales", mod.Name)
+	}
+	if g.Scales, err = m.floats(sc); err != nil {
+		return nil, err
+	}
+	gi, err := raw("g_idx", safetensors.I32)
+	if err != nil {
+		return nil, err
+	}
+	if gi != nil {
+		g.GIdx = make([]int32, len(gi)/4)
+		for i := range g.GIdx {
+			g.GIdx[i] = int32(binary.LittleEndian.Uint32(gi[4*i:]))
+		}
+	}
+	return kernels.PrepareW4A(g)
+}
