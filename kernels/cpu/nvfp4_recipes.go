@@ -1,0 +1,172 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/quantscope/quantscope/kernels"
+)
+
+// sweep is ModelOpt's FP8 scale sweep (NUMERICS.md §2): every positive
+// finite E4M3 code 0x01..0x7E as the block scale, the error of the values
+// the file would hold, the lowest code at the minimum (strict <).
+type sweep struct {
+	div [127]float32 // div[c] = f32(f32(e4m3(c)) · scale_2)
+}
+
+func newSweep(scale2 float32) *sweep {
+	s := &sweep{}
+	for c := 1; c <= 0x7E; c++ {
+		s.div[c] = blockDivisor(byte(c), scale2)
+	}
+	return s
+}
+
+// bestSSE is the mse recipe's code for one block. Once a candidate rounds
+// every value to zero, every larger one does too (same error, never
+// strictly less), so the sweep stops there: the choice is unchanged.
+func (s *sweep) bestSSE(w []float32) byte {
+	w = w[:16]
+	bamax := blockAmax(w)
+	best, bestErr := byte(1), float32(math.Inf(1))
+	for c := 1; c <= 0x7E; c++ {
+		d := s.div[c]
+		if e := blockSSE(w, d); e < bestErr {
+			best, bestErr = byte(c), e
+		}
+		if e2m1Index(bamax/d) == 0 {
+			break
+		}
+	}
+	return best
+}
+
+// hessian16 is one input block's normalised second moment H = Σ x xᵀ / tokens.
+type hessian16 [16][16]float32
+
+// blockHessians computes H_n for every 16-wide input block of the
+// activations [tokens, in]: a float32 sum over tokens, then the division by
+// the token count (ModelOpt's _LocalHessianAccumulator).
+func (b *Backend) blockHessians(ctx context.Context, x kernels.Matrix, in int) ([]hessian16, error) {
+	if x.Cols != in {
+		return nil, fmt.Errorf("rule local-hessian-data: calibration activations have %d columns, the weight has %d inputs", x.Cols, in)
+	}
+	if x.Rows <= 0 || len(x.Data) != x.Rows*x.Cols {
+		return nil, fmt.Errorf("rule local-hessian-data: calibration activations hold %d values for %d tokens × %d inputs", len(x.Data), x.Rows, x.Cols)
+	}
+	for i, v := range x.Data {
+		if !(abs32(v) <= math.MaxFloat32) {
+			return nil, fmt.Errorf("rule local-hessian-data: activation [%d, %d] is %v; calibration data must be finite", i/x.Cols, i%x.Cols, v)
+		}
+	}
+	nb := in / 16
+	hs := make([]hessian16, nb)
+	// Parallel over input blocks (each H_n is independent): rows of the
+	// "matrix" of blocks, one block a row.
+	err := b.eachRows(ctx, nb, 16*16*x.Rows/16, nil, func(lo, hi int) error {
+		for n := lo; n < hi; n++ {
+			h := &hs[n]
+			for t := range x.Rows {
+				v := x.Data[t*x.Cols+16*n : t*x.Cols+16*n+16]
+				for i := range 16 {
+					for j := range 16 {
+						h[i][j] += float32(v[i] * v[j])
+					}
+				}
+			}
+			tok := float32(x.Rows)
+			for i := range 16 {
+				for j := range 16 {
+					h[i][j] /= tok
+				}
+			}
+		}
+		return nil
+	})
+	return hs, err
+}
+
+// hessianLoss is dwᵀ H dw with dw = w − q(w) signed, in float32:
+// Σ_i dw_i · (Σ_j H_ij dw_j), both sums in index order. With H = I it is
+// exactly the plain squared error.
+func hessianLoss(w []float32, d float32, h *hessian16) float32 {
+	var dw [16]float32
+	for i, x := range w[:16] {
+		dw[i] = x - float32(e2m1Value(e2m1Code(x/d))*d)
+	}
+	var loss float32
+	for i := range 16 {
+		var hd float32
+		for j := range 16 {
+			hd += float32(h[i][j] * dw[j])
+		}
+		loss += float32(dw[i] * hd)
+	}
+	return loss
+}
+
+// bestHessian is the local_hessian recipe's code for one block.
+func (s *sweep) bestHessian(w []float32, h *hessian16) byte {
+	best, bestErr := byte(1), float32(math.Inf(1))
+	for c := 1; c <= 0x7E; c++ {
+		if e := hessianLoss(w, s.div[c], h); e < bestErr {
+			best, bestErr = byte(c), e
+		}
+	}
+	return best
+}
+
+// gptqmodelBlock is GPT-QModel's _nvfp4_mse_quantize_blocks for one block
+// (NUMERICS.md §5) with global scale g: seeds M = 4 then M = 6 (M = 4 wins a
+// tie), and for least_squares the refinement of each seed's values, then of
+// the best values once more, each kept only when strictly better.
+func gptqmodelBlock(w []float32, g float32, refine bool) byte {
+	w = w[:16]
+	bamax := blockAmax(w)
+	bestCode, bestErr := byte(0), float32(math.Inf(1))
+	var seedCodes [2]byte
+	for k, m := range [2]float32{4, 6} {
+		c := byte(0x38) // where(block_amax > 0, …, 1)
+		if bamax > 0 {
+			c = castScale(bamax / float32(m*g))
+		}
+		seedCodes[k] = c
+		if e := blockSSE(w, blockDivisor(c, g)); e < bestErr {
+			bestCode, bestErr = c, e
+		}
+	}
+	if !refine {
+		return bestCode
+	}
+	try := func(c byte) {
+		if e := blockSSE(w, blockDivisor(c, g)); e < bestErr {
+			bestCode, bestErr = c, e
+		}
+	}
+	for _, c := range seedCodes {
+		try(lsRefine(w, blockDivisor(c, g), g))
+	}
+	try(lsRefine(w, blockDivisor(bestCode, g), g))
+	return bestCode
+}
+
+// lsRefine is GPT-QModel's refine(values): the least-squares scale of the
+// E2M1 values the block takes with divisor d, opt = Σx·v / max(Σv², 1),
+// back to a block scale opt / g, clamped and cast (1 when every value is 0).
+func lsRefine(w []float32, d, g float32) byte {
+	var den, num float32
+	for _, x := range w[:16] {
+		v := e2m1Mag[e2m1Index(abs32(x/d))]
+		if x < 0 {
+			v = -v
+		}
+		den += float32(v * v)
+		num += float32(x * v)
+	}
+	if !(den > 0) {
+		return 0x38
+	}
+	opt := num / max(den, 1)
+	return castScale(opt / g)
+}

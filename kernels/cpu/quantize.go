@@ -1,0 +1,120 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quantscope/quantscope/kernels"
+)
+
+// quantChunkElems is about how many weights one chunk of a quantization
+// holds: large enough that scheduling costs nothing, small enough that a
+// cancel lands within a few milliseconds and progress moves smoothly.
+const quantChunkElems = 1 << 16
+
+// eachRows runs f over [0, rows) in chunks of whole rows on b.workers()
+// goroutines. It checks ctx between chunks, reports rows done to p, and
+// returns the first error of f or of ctx.
+func (b *Backend) eachRows(ctx context.Context, rows, cols int, p kernels.Progress, f func(lo, hi int) error) error {
+	per := max(1, quantChunkElems/max(cols, 1))
+	chunks := (rows + per - 1) / per
+	workers := min(b.workers(), max(chunks, 1))
+	var next, done atomic.Int64
+	var once sync.Once
+	var firstErr error
+	fail := func(err error) { once.Do(func() { firstErr = err }) }
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if failed.Load() {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					fail(err)
+					failed.Store(true)
+					return
+				}
+				c := int(next.Add(1) - 1)
+				if c >= chunks {
+					return
+				}
+				lo, hi := c*per, min((c+1)*per, rows)
+				if err := f(lo, hi); err != nil {
+					fail(err)
+					failed.Store(true)
+					return
+				}
+				d := done.Add(int64(hi - lo))
+				if p != nil {
+					p(d, int64(rows))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// checkMatrix refuses a matrix whose data does not match its shape.
+func checkMatrix(w kernels.Matrix) error {
+	if w.Rows <= 0 || w.Cols <= 0 {
+		return fmt.Errorf("rule quantize-shape: the weight is %d×%d; quantization wants a non-empty [out, in] matrix", w.Rows, w.Cols)
+	}
+	if len(w.Data) != w.Rows*w.Cols {
+		return fmt.Errorf("rule quantize-shape: %d×%d matrix holds %d values", w.Rows, w.Cols, len(w.Data))
+	}
+	return nil
+}
+
+// nonFinite is the error for a NaN or infinite weight.
+func nonFinite(w kernels.Matrix, i int) error {
+	return fmt.Errorf("rule quantize-finite: weight [%d, %d] is %v; quantization wants finite weights",
+		i/w.Cols, i%w.Cols, w.Data[i])
+}
+
+// rowAmax computes the largest |w| of each row's cbCols-wide column blocks
+// (out[r*nb+k], nb = cols/cbCols), refusing non-finite weights.
+func (b *Backend) rowAmax(ctx context.Context, w kernels.Matrix, cbCols int, p kernels.Progress) ([]float32, error) {
+	nb := w.Cols / cbCols
+	out := make([]float32, w.Rows*nb)
+	err := b.eachRows(ctx, w.Rows, w.Cols, p, func(lo, hi int) error {
+		for r := lo; r < hi; r++ {
+			row := w.Data[r*w.Cols : (r+1)*w.Cols]
+			for k := range nb {
+				var m float32
+				for j, v := range row[k*cbCols : (k+1)*cbCols] {
+					a := abs32(v)
+					if !(a <= math.MaxFloat32) {
+						return nonFinite(w, r*w.Cols+k*cbCols+j)
+					}
+					m = max(m, a)
+				}
+				out[r*nb+k] = m
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// amaxOf is the largest |w| of the matrix, refusing non-finite weights.
+func (b *Backend) amaxOf(ctx context.Context, w kernels.Matrix) (float32, error) {
+	ra, err := b.rowAmax(ctx, w, w.Cols, nil)
+	if err != nil {
+		return 0, err
+	}
+	var m float32
+	for _, v := range ra {
+		m = max(m, v)
+	}
+	return m, nil
+}
+
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
