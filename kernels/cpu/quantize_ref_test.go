@@ -37,9 +37,9 @@ func refCast(x float32, manBits, bias int, maxCode byte) byte {
 	return best
 }
 
-func refE4M3(x float32) byte         { return refCast(x, 3, 7, 0x7E) }
-func refE5M2(x float32) byte         { return refCast(x, 2, 15, 0x7B) }
-func refE4M3Value(c byte) float32    { return float32(refMinifloat(c&0x7F, 3, 7)) }
+func refE4M3(x float32) byte          { return refCast(x, 3, 7, 0x7E) }
+func refE5M2(x float32) byte          { return refCast(x, 2, 15, 0x7B) }
+func refE4M3Value(c byte) float32     { return float32(refMinifloat(c&0x7F, 3, 7)) }
 func refE2M1Magnitude(i byte) float32 { return []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}[i] }
 
 // refCastFP4 is ModelOpt's _cast_fp4 as written: sign = x < 0; ord =

@@ -347,7 +347,10 @@ func TestQuantizeBadInput(t *testing.T) {
 	}
 	w[45] = float32(math.NaN())
 	for _, err := range []error{
-		func() error { _, err := b.QuantizeFP8(ctx, mat(4, 40, w), kernels.FP8Options{Format: "e4m3"}, nil); return err }(),
+		func() error {
+			_, err := b.QuantizeFP8(ctx, mat(4, 40, w), kernels.FP8Options{Format: "e4m3"}, nil)
+			return err
+		}(),
 		func() error { _, err := b.QuantizeNVFP4(ctx, mat(2, 80, w), kernels.NVFP4Options{}, nil); return err }(),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "quantize-finite") || !strings.Contains(err.Error(), "[1, 5]") && !strings.Contains(err.Error(), "[0, 45]") {
