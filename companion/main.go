@@ -30,6 +30,11 @@ usage:
   quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
   quantscope hub     [--addr 127.0.0.1:8090] DIR
   quantscope demo    DIR        write the generated demo repos under DIR
+  quantscope quantize --format nvfp4|fp8_e4m3|fp8_e5m2 [--recipe max|mse|four_six|least_squares|local_hessian]
+                      [--scale tensor|row|block] [--block R,C] [--naming modelopt|compressed-tensors|gptqmodel]
+                      [--data FILE] --out FILE SOURCE MODULE
+        FILE of --data: raw little-endian float32 [tokens, in] activations (local_hessian)
+  quantscope report  [--json] [--format nvfp4] [--data FILE] SOURCE MODULE
 
 SOURCE: https://huggingface.co/ORG/NAME[/tree/REV], ORG/NAME, the URL of one
 .safetensors file, a local directory or a local .safetensors file.
@@ -79,6 +84,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdHub(ctx, rest, stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, rest, stdout)
+	case "quantize":
+		return cmdQuantize(ctx, rest, stdout, stderr)
+	case "report":
+		return cmdReport(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
