@@ -3,6 +3,7 @@ package cpu
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/kernels"
@@ -78,18 +79,9 @@ func e2m1Value(c byte) float32 {
 	return v
 }
 
-// blockAmax is the largest |w| of a 16-block.
-func blockAmax(w []float32) float32 {
-	var m float32
-	for _, v := range w[:16] {
-		m = max(m, abs32(v))
-	}
-	return m
-}
-
 // castScale is the clamp to [2^-9, 448] and the E4M3 cast of a block scale.
 func castScale(s float32) byte {
-	return numeric.Float32ToE4M3(min(max(s, e4m3MinScale), e4m3MaxScale))
+	return e4m3Scale(min(max(s, e4m3MinScale), e4m3MaxScale))
 }
 
 // blockDivisor is the divisor of a block's elements, f32(f32(scale)·scale_2).
@@ -97,8 +89,32 @@ func blockDivisor(code byte, scale2 float32) float32 { return e4m3Values[code] *
 
 // encodeBlock writes the packed codes of 16 values with divisor d.
 func encodeBlock(dst []byte, w []float32, d float32) {
+	r, ok := fastDiv(d)
+	encodeBlockRec(dst, w, d, r, ok)
+}
+
+// encodeBlockRec is encodeBlock with d's reciprocal from fastDiv given.
+func encodeBlockRec(dst []byte, w []float32, d, r float32, ok bool) {
 	w = w[:16]
 	dst = dst[:8]
+	if ok {
+		var c [16]byte
+		for j, x := range w {
+			// e2m1CodeFast, inlined by hand: this loop is the quantizer's
+			// bandwidth. r > 0, so x·r carries x's sign.
+			qb := math.Float32bits(x * r)
+			q := qb &^ (1 << 31)
+			if q < 0x00800000 || (q+4)&0xFFFFF < 8 {
+				c[j] = e2m1Code(x / d)
+			} else {
+				c[j] = e2m1ByTop12[q>>20&0x7FF] | byte(qb>>31)<<3
+			}
+		}
+		for j := range 8 {
+			dst[j] = c[2*j] | c[2*j+1]<<4
+		}
+		return
+	}
 	for j := range 8 {
 		lo := e2m1Code(w[2*j] / d)
 		hi := e2m1Code(w[2*j+1] / d)
@@ -111,6 +127,14 @@ func encodeBlock(dst []byte, w []float32, d float32) {
 func blockSSE(w []float32, d float32) float32 {
 	w = w[:16]
 	var e float32
+	if r, ok := fastDiv(d); ok {
+		for _, x := range w {
+			a := abs32(x)
+			diff := a - float32(e2m1Mag[e2m1IndexFast(a, d, r)]*d)
+			e += float32(diff * diff)
+		}
+		return e
+	}
 	for _, x := range w {
 		v := float32(e2m1Mag[e2m1Index(abs32(x/d))] * d)
 		diff := abs32(x) - v
@@ -150,10 +174,11 @@ func maxBlockScale(bamax, six2 float32) byte {
 }
 
 // nvfp4Plan is what a recipe needs for every block: the global scale and a
-// chooser of one block's scale code. n is the block's index along the row.
+// chooser of one block's scale code. n is the block's index along the row,
+// bamax the block's largest |w|.
 type nvfp4Plan struct {
 	scale2 float32
-	choose func(w []float32, n int) byte
+	choose func(w []float32, n int, bamax float32) byte
 }
 
 // QuantizeNVFP4 implements kernels.Quantizer.
@@ -161,7 +186,7 @@ func (b *Backend) QuantizeNVFP4(ctx context.Context, w kernels.Matrix, opt kerne
 	if err := checkNVFP4(w); err != nil {
 		return nil, err
 	}
-	amax, err := b.amaxOf(ctx, w)
+	bam, amax, err := b.blockAmaxes(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +194,7 @@ func (b *Backend) QuantizeNVFP4(ctx context.Context, w kernels.Matrix, opt kerne
 	if err != nil {
 		return nil, err
 	}
-	return b.runPlan(ctx, w, plan, p)
+	return b.runPlan(ctx, w, bam, plan, p)
 }
 
 func checkNVFP4(w kernels.Matrix) error {
@@ -191,14 +216,14 @@ func (b *Backend) plan(ctx context.Context, w kernels.Matrix, amax float32, opt 
 			return nil, err
 		}
 		six2 := 6 * s2
-		return &nvfp4Plan{s2, func(x []float32, _ int) byte { return maxBlockScale(blockAmax(x), six2) }}, nil
+		return &nvfp4Plan{s2, func(_ []float32, _ int, bamax float32) byte { return maxBlockScale(bamax, six2) }}, nil
 	case kernels.RecipeMSE:
 		s2, err := modelOptScale2(amax)
 		if err != nil {
 			return nil, err
 		}
 		sw := newSweep(s2)
-		return &nvfp4Plan{s2, func(x []float32, _ int) byte { return sw.bestSSE(x) }}, nil
+		return &nvfp4Plan{s2, func(x []float32, _ int, bamax float32) byte { return sw.bestSSE(x, bamax) }}, nil
 	case kernels.RecipeLocalHessian:
 		s2, err := modelOptScale2(amax)
 		if err != nil {
@@ -212,7 +237,7 @@ func (b *Backend) plan(ctx context.Context, w kernels.Matrix, amax float32, opt 
 			return nil, err
 		}
 		sw := newSweep(s2)
-		return &nvfp4Plan{s2, func(x []float32, n int) byte { return sw.bestHessian(x, &hs[n]) }}, nil
+		return &nvfp4Plan{s2, func(x []float32, n int, _ float32) byte { return sw.bestHessian(x, &hs[n]) }}, nil
 	case kernels.RecipeFourSix, kernels.RecipeLeastSquares:
 		g := float32(1)
 		if amax != 0 {
@@ -222,13 +247,13 @@ func (b *Backend) plan(ctx context.Context, w kernels.Matrix, amax float32, opt 
 			}
 		}
 		refine := opt.Recipe == kernels.RecipeLeastSquares
-		return &nvfp4Plan{g, func(x []float32, _ int) byte { return gptqmodelBlock(x, g, refine) }}, nil
+		return &nvfp4Plan{g, func(x []float32, _ int, bamax float32) byte { return gptqmodelBlock(x, bamax, g, refine) }}, nil
 	}
 	return nil, fmt.Errorf("rule nvfp4-recipe: unknown recipe %q (want max, mse, four_six, least_squares or local_hessian)", opt.Recipe)
 }
 
 // runPlan chooses every block's scale and encodes its elements as §1 does.
-func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, plan *nvfp4Plan, p kernels.Progress) (*kernels.NVFP4Result, error) {
+func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, bam []float32, plan *nvfp4Plan, p kernels.Progress) (*kernels.NVFP4Result, error) {
 	nb := w.Cols / 16
 	res := &kernels.NVFP4Result{
 		Packed: make([]byte, len(w.Data)/2),
@@ -236,14 +261,49 @@ func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, plan *nvfp4Plan
 		Scale2: plan.scale2,
 		Rows:   w.Rows, Cols: w.Cols,
 	}
+	// every block divisor this plan can use, and its reciprocal
+	var divs, recs [128]float32
+	var fast [128]bool
+	for c := range divs {
+		divs[c] = blockDivisor(byte(c), plan.scale2)
+		recs[c], fast[c] = fastDiv(divs[c])
+	}
+	simd := useSIMD
 	err := b.eachRows(ctx, w.Rows, w.Cols, p, func(lo, hi int) error {
+		var rowRecs []float32
+		var slow []byte
+		if simd {
+			rowRecs, slow = make([]float32, nb), make([]byte, nb)
+		}
 		for r := lo; r < hi; r++ {
+			if simd {
+				// the row's scales first, then its elements on the AVX2 kernel;
+				// a block it flags is redone with the exact division
+				for n := range nb {
+					i := r*w.Cols + 16*n
+					c := plan.choose(w.Data[i:i+16], n, bam[r*nb+n]) & 0x7F
+					res.Scales[r*nb+n] = c
+					rowRecs[n] = 0 // 0: the kernel flags the block, the division decides
+					if fast[c] {
+						rowRecs[n] = recs[c]
+					}
+				}
+				encodeBlocksAVX2(&res.Packed[r*w.Cols/2], &w.Data[r*w.Cols], &rowRecs[0], nb, &slow[0])
+				for n, s := range slow {
+					if s != 0 {
+						i := r*w.Cols + 16*n
+						c := res.Scales[r*nb+n]
+						encodeBlockRec(res.Packed[i/2:i/2+8], w.Data[i:i+16], divs[c], recs[c], fast[c])
+					}
+				}
+				continue
+			}
 			for n := range nb {
 				i := r*w.Cols + 16*n
 				x := w.Data[i : i+16]
-				c := plan.choose(x, n)
+				c := plan.choose(x, n, bam[r*nb+n]) & 0x7F // a chooser gives positive codes 0x01..0x7E
 				res.Scales[r*nb+n] = c
-				encodeBlock(res.Packed[i/2:i/2+8], x, blockDivisor(c, plan.scale2))
+				encodeBlockRec(res.Packed[i/2:i/2+8], x, divs[c], recs[c], fast[c])
 			}
 		}
 		return nil

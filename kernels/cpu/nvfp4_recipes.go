@@ -26,9 +26,8 @@ func newSweep(scale2 float32) *sweep {
 // bestSSE is the mse recipe's code for one block. Once a candidate rounds
 // every value to zero, every larger one does too (same error, never
 // strictly less), so the sweep stops there: the choice is unchanged.
-func (s *sweep) bestSSE(w []float32) byte {
+func (s *sweep) bestSSE(w []float32, bamax float32) byte {
 	w = w[:16]
-	bamax := blockAmax(w)
 	best, bestErr := byte(1), float32(math.Inf(1))
 	for c := 1; c <= 0x7E; c++ {
 		d := s.div[c]
@@ -121,9 +120,8 @@ func (s *sweep) bestHessian(w []float32, h *hessian16) byte {
 // (NUMERICS.md §5) with global scale g: seeds M = 4 then M = 6 (M = 4 wins a
 // tie), and for least_squares the refinement of each seed's values, then of
 // the best values once more, each kept only when strictly better.
-func gptqmodelBlock(w []float32, g float32, refine bool) byte {
+func gptqmodelBlock(w []float32, bamax, g float32, refine bool) byte {
 	w = w[:16]
-	bamax := blockAmax(w)
 	bestCode, bestErr := byte(0), float32(math.Inf(1))
 	var seedCodes [2]byte
 	for k, m := range [2]float32{4, 6} {

@@ -84,19 +84,45 @@ func nonFinite(w kernels.Matrix, i int) error {
 func (b *Backend) rowAmax(ctx context.Context, w kernels.Matrix, cbCols int, p kernels.Progress) ([]float32, error) {
 	nb := w.Cols / cbCols
 	out := make([]float32, w.Rows*nb)
+	simd := useSIMD && cbCols == 16
 	err := b.eachRows(ctx, w.Rows, w.Cols, p, func(lo, hi int) error {
+		var bits []uint32
+		if simd {
+			bits = make([]uint32, nb)
+		}
 		for r := lo; r < hi; r++ {
 			row := w.Data[r*w.Cols : (r+1)*w.Cols]
-			for k := range nb {
-				var m float32
-				for j, v := range row[k*cbCols : (k+1)*cbCols] {
-					a := abs32(v)
-					if !(a <= math.MaxFloat32) {
-						return nonFinite(w, r*w.Cols+k*cbCols+j)
+			if simd {
+				blockAmaxAVX2(&bits[0], &row[0], nb)
+				for k, m := range bits {
+					if m > math.Float32bits(math.MaxFloat32) {
+						for j, v := range row[k*16 : k*16+16] {
+							if !(abs32(v) <= math.MaxFloat32) {
+								return nonFinite(w, r*w.Cols+k*16+j)
+							}
+						}
 					}
-					m = max(m, a)
+					out[r*nb+k] = math.Float32frombits(m)
 				}
-				out[r*nb+k] = m
+				continue
+			}
+			for k := range nb {
+				// on the bit patterns: magnitudes order as integers, and
+				// anything above the largest finite float is inf or NaN
+				var m uint32
+				for _, v := range row[k*cbCols : (k+1)*cbCols] {
+					if a := math.Float32bits(v) &^ (1 << 31); a > m {
+						m = a
+					}
+				}
+				if m > math.Float32bits(math.MaxFloat32) {
+					for j, v := range row[k*cbCols : (k+1)*cbCols] {
+						if !(abs32(v) <= math.MaxFloat32) {
+							return nonFinite(w, r*w.Cols+k*cbCols+j)
+						}
+					}
+				}
+				out[r*nb+k] = math.Float32frombits(m)
 			}
 		}
 		return nil
@@ -104,17 +130,20 @@ func (b *Backend) rowAmax(ctx context.Context, w kernels.Matrix, cbCols int, p k
 	return out, err
 }
 
-// amaxOf is the largest |w| of the matrix, refusing non-finite weights.
-func (b *Backend) amaxOf(ctx context.Context, w kernels.Matrix) (float32, error) {
-	ra, err := b.rowAmax(ctx, w, w.Cols, nil)
+// blockAmaxes is the largest |w| of every 16-block ([rows, cols/16]) and of
+// the matrix, refusing non-finite weights.
+func (b *Backend) blockAmaxes(ctx context.Context, w kernels.Matrix) ([]float32, float32, error) {
+	bam, err := b.rowAmax(ctx, w, 16, nil)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	var m float32
-	for _, v := range ra {
-		m = max(m, v)
+	for _, v := range bam {
+		if v > m {
+			m = v
+		}
 	}
-	return m, nil
+	return bam, m, nil
 }
 
 func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }

@@ -1,0 +1,177 @@
+#include "textflag.h"
+
+// Constants, eight dwords each.
+DATA c_abs<>+0(SB)/8, $0x7FFFFFFF7FFFFFFF
+DATA c_abs<>+8(SB)/8, $0x7FFFFFFF7FFFFFFF
+DATA c_abs<>+16(SB)/8, $0x7FFFFFFF7FFFFFFF
+DATA c_abs<>+24(SB)/8, $0x7FFFFFFF7FFFFFFF
+GLOBL c_abs<>(SB), RODATA|NOPTR, $32
+
+DATA c_normm1<>+0(SB)/8, $0x007FFFFF007FFFFF
+DATA c_normm1<>+8(SB)/8, $0x007FFFFF007FFFFF
+DATA c_normm1<>+16(SB)/8, $0x007FFFFF007FFFFF
+DATA c_normm1<>+24(SB)/8, $0x007FFFFF007FFFFF
+GLOBL c_normm1<>(SB), RODATA|NOPTR, $32
+
+DATA c_four<>+0(SB)/8, $0x0000000400000004
+DATA c_four<>+8(SB)/8, $0x0000000400000004
+DATA c_four<>+16(SB)/8, $0x0000000400000004
+DATA c_four<>+24(SB)/8, $0x0000000400000004
+GLOBL c_four<>(SB), RODATA|NOPTR, $32
+
+DATA c_low20<>+0(SB)/8, $0x000FFFFF000FFFFF
+DATA c_low20<>+8(SB)/8, $0x000FFFFF000FFFFF
+DATA c_low20<>+16(SB)/8, $0x000FFFFF000FFFFF
+DATA c_low20<>+24(SB)/8, $0x000FFFFF000FFFFF
+GLOBL c_low20<>(SB), RODATA|NOPTR, $32
+
+DATA c_seven<>+0(SB)/8, $0x0000000700000007
+DATA c_seven<>+8(SB)/8, $0x0000000700000007
+DATA c_seven<>+16(SB)/8, $0x0000000700000007
+DATA c_seven<>+24(SB)/8, $0x0000000700000007
+GLOBL c_seven<>(SB), RODATA|NOPTR, $32
+
+// dword indexes 0, 2, 4, 6 (the low dword of each qword)
+DATA c_evens<>+0(SB)/8, $0x0000000200000000
+DATA c_evens<>+8(SB)/8, $0x0000000600000004
+DATA c_evens<>+16(SB)/8, $0x0000000200000000
+DATA c_evens<>+24(SB)/8, $0x0000000600000004
+GLOBL c_evens<>(SB), RODATA|NOPTR, $32
+
+// The E2M1 decision points as float32 bit patterns: .25 .75 1.25 1.75 2.5 3.5 5
+DATA c_thr<>+0(SB)/4, $0x3E800000
+DATA c_thr<>+4(SB)/4, $0x3F400000
+DATA c_thr<>+8(SB)/4, $0x3FA00000
+DATA c_thr<>+12(SB)/4, $0x3FE00000
+DATA c_thr<>+16(SB)/4, $0x40200000
+DATA c_thr<>+20(SB)/4, $0x40600000
+DATA c_thr<>+24(SB)/4, $0x40A00000
+GLOBL c_thr<>(SB), RODATA|NOPTR, $28
+
+// CODES turns q = w·r (in Q) into E2M1 codes (dwords, in Q) and ANDs the
+// lanes' "table path is exact" mask into Y7. Clobbers Y3-Y6.
+#define CODES(Q) \
+	VPAND Y15, Q, Y3 \
+	VPSRLD $31, Q, Y4 \
+	VPSLLD $3, Y4, Y4 \
+	VPXOR Y5, Y5, Y5 \
+	VPCMPGTD Y8, Y3, Y6 \
+	VPSUBD Y6, Y5, Y5 \
+	VPCMPGTD Y9, Y3, Y6 \
+	VPSUBD Y6, Y5, Y5 \
+	VPCMPGTD Y10, Y3, Y6 \
+	VPSUBD Y6, Y5, Y5 \
+	VPCMPGTD Y11, Y3, Y6 \
+	VPSUBD Y6, Y5, Y5 \
+	VPCMPGTD Y12, Y3, Y6 \
+	VPSUBD Y6, Y5, Y5 \
+	VPCMPGTD Y13, Y3, Y6 \
+	VPSUBD Y6, Y5, Y5 \
+	VPCMPGTD Y14, Y3, Y6 \
+	VPSUBD Y6, Y5, Y5 \
+	VPOR Y4, Y5, Q \
+	VPCMPGTD c_normm1<>(SB), Y3, Y6 \
+	VPAND Y6, Y7, Y7 \
+	VPADDD c_four<>(SB), Y3, Y6 \
+	VPAND c_low20<>(SB), Y6, Y6 \
+	VPCMPGTD c_seven<>(SB), Y6, Y6 \
+	VPAND Y6, Y7, Y7
+
+// func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte)
+// For each of n 16-blocks: codes of w·recs[i] packed two a byte into
+// dst[8i:8i+8], and slow[i] = 1 when some lane is not certainly exact
+// (the caller redoes that block with the division).
+TEXT ·encodeBlocksAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ recs+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ slow+32(FP), R8
+	VMOVDQU c_abs<>(SB), Y15
+	VPBROADCASTD c_thr<>+0(SB), Y8
+	VPBROADCASTD c_thr<>+4(SB), Y9
+	VPBROADCASTD c_thr<>+8(SB), Y10
+	VPBROADCASTD c_thr<>+12(SB), Y11
+	VPBROADCASTD c_thr<>+16(SB), Y12
+	VPBROADCASTD c_thr<>+20(SB), Y13
+	VPBROADCASTD c_thr<>+24(SB), Y14
+	TESTQ CX, CX
+	JLE done
+loop:
+	VBROADCASTSS (DX), Y0
+	VMULPS (SI), Y0, Y1
+	VMULPS 32(SI), Y0, Y2
+	VPCMPEQD Y7, Y7, Y7
+	CODES(Y1)
+	CODES(Y2)
+	// pair codes: the low byte of each qword = even | odd<<4
+	VPSRLQ $28, Y1, Y3
+	VPOR Y3, Y1, Y1
+	VPSRLQ $28, Y2, Y3
+	VPOR Y3, Y2, Y2
+	VMOVDQU c_evens<>(SB), Y3
+	VPERMD Y1, Y3, Y1
+	VPERMD Y2, Y3, Y2
+	VPACKUSDW X2, X1, X1
+	VPACKUSWB X1, X1, X1
+	VMOVQ X1, (DI)
+	VMOVMSKPS Y7, AX
+	XORL BX, BX
+	CMPL AX, $0xFF
+	SETNE BX
+	MOVB BX, (R8)
+	ADDQ $64, SI
+	ADDQ $8, DI
+	ADDQ $4, DX
+	INCQ R8
+	DECQ CX
+	JNZ loop
+done:
+	VZEROUPPER
+	RET
+
+// func blockAmaxAVX2(dst *uint32, w *float32, n int)
+// dst[i] = the largest |w| bit pattern of 16-block i (above 0x7F7FFFFF: inf or NaN).
+TEXT ·blockAmaxAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ n+16(FP), CX
+	VMOVDQU c_abs<>(SB), Y15
+	TESTQ CX, CX
+	JLE adone
+aloop:
+	VPAND (SI), Y15, Y0
+	VPAND 32(SI), Y15, Y1
+	VPMAXUD Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4E, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xB1, X0, X1
+	VPMAXUD X1, X0, X0
+	VMOVD X0, (DI)
+	ADDQ $64, SI
+	ADDQ $4, DI
+	DECQ CX
+	JNZ aloop
+adone:
+	VZEROUPPER
+	RET
+
+// func cpuidex(leaf, sub uint32) (a, b, c, d uint32)
+TEXT ·cpuidex(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, a+8(FP)
+	MOVL BX, b+12(FP)
+	MOVL CX, c+16(FP)
+	MOVL DX, d+20(FP)
+	RET
+
+// func xgetbv0() uint32
+TEXT ·xgetbv0(SB), NOSPLIT, $0-4
+	MOVL $0, CX
+	XGETBV
+	MOVL AX, ret+0(FP)
+	RET

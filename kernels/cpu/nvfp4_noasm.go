@@ -1,0 +1,14 @@
+//go:build !amd64
+
+package cpu
+
+// Without the AVX2 kernels every block takes the Go fast path.
+const useSIMD = false
+
+func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte) {
+	panic("cpu: no SIMD kernels on this architecture")
+}
+
+func blockAmaxAVX2(dst *uint32, w *float32, n int) {
+	panic("cpu: no SIMD kernels on this architecture")
+}
