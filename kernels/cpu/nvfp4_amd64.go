@@ -35,3 +35,5 @@ var hasAVX2 = func() bool {
 
 // useSIMD can be turned off by tests to compare both paths.
 var useSIMD = hasAVX2
+
+func hasSIMD() bool { return hasAVX2 }

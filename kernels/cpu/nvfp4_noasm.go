@@ -3,7 +3,7 @@
 package cpu
 
 // Without the AVX2 kernels every block takes the Go fast path.
-const useSIMD = false
+var useSIMD = false
 
 func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte) {
 	panic("cpu: no SIMD kernels on this architecture")
@@ -12,3 +12,5 @@ func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte) {
 func blockAmaxAVX2(dst *uint32, w *float32, n int) {
 	panic("cpu: no SIMD kernels on this architecture")
 }
+
+func hasSIMD() bool { return false }

@@ -1,0 +1,123 @@
+package cpu
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/quantscope/quantscope/kernels"
+)
+
+// TestSIMDAndGoPathsAgree quantizes the same weights with the AVX2 kernels
+// and with the Go path (and both against the plain reference), on weights
+// that put many values exactly on and next to E2M1 decision points, zeros,
+// -0 and subnormals.
+func TestSIMDAndGoPathsAgree(t *testing.T) {
+	rows, cols := 64, 256
+	r := rand.New(rand.NewPCG(8, 9))
+	w := testWeights(rows, cols, 13)
+	w[0] = 2688 // scale_2 = 1: decision points land on exact values
+	pts := []float32{0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, 0.5, 3}
+	for i := 3 * cols; i < 40*cols; i++ {
+		if r.IntN(3) == 0 {
+			continue
+		}
+		p := pts[r.IntN(len(pts))] * float32(math.Ldexp(1, r.IntN(8)-2))
+		b := int32(math.Float32bits(p)) + int32(r.IntN(9)-4)
+		v := math.Float32frombits(uint32(b))
+		if r.IntN(2) == 0 {
+			v = -v
+		}
+		w[i] = v
+	}
+	for i := 40 * cols; i < 41*cols; i++ {
+		w[i] = []float32{0, float32(math.Copysign(0, -1)), 1e-42, -1e-42, -1e-38, 7}[i%6]
+	}
+	saved := useSIMD
+	defer func() { useSIMD = saved }()
+	var outs [2]*kernels.NVFP4Result
+	for k, simd := range []bool{false, true} {
+		if simd && !hasSIMD() {
+			t.Log("no AVX2 on this CPU: only the Go path ran")
+			outs[1] = outs[0]
+			break
+		}
+		useSIMD = simd
+		res, err := (&Backend{Workers: 2}).QuantizeNVFP4(context.Background(), mat(rows, cols, w), kernels.NVFP4Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[k] = res
+		codes, scales, _ := refNVFP4Max(w, rows, cols)
+		for i, c := range unpack(res.Packed) {
+			if c != codes[i] {
+				t.Fatalf("simd=%v: element %d (w=%g, scale %#x): code %#x, reference %#x", simd, i, w[i], scales[i/16], c, codes[i])
+			}
+		}
+	}
+	for i := range outs[0].Packed {
+		if outs[0].Packed[i] != outs[1].Packed[i] {
+			t.Fatalf("byte %d: Go %#x, AVX2 %#x", i, outs[0].Packed[i], outs[1].Packed[i])
+		}
+	}
+}
+
+// TestSIMDKernelNearDecisionPoints drives the AVX2 kernel directly with
+// random divisors and values within a few ulps of d·t for every decision
+// point t: every block it does not flag must hold exactly the division's
+// codes, and the flag must be needed (some of these values round across a
+// decision point through the reciprocal).
+func TestSIMDKernelNearDecisionPoints(t *testing.T) {
+	if !hasSIMD() {
+		t.Skip("no AVX2 on this CPU; the Go path is tested by TestE2M1FastMatchesDivision")
+	}
+	r := rand.New(rand.NewPCG(10, 11))
+	const nb = 4096
+	w := make([]float32, 16*nb)
+	ds, recs := make([]float32, nb), make([]float32, nb)
+	pts := []float32{0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
+	for n := range nb {
+		d := float32(math.Ldexp(1+r.Float64(), r.IntN(40)-20))
+		ds[n] = d
+		recs[n], _ = fastDiv(d)
+		for j := range 16 {
+			if r.IntN(8) != 0 { // most values anywhere, a few at a decision point
+				w[16*n+j] = float32(r.NormFloat64()*3) * d
+				continue
+			}
+			base := pts[r.IntN(len(pts))] * d
+			v := math.Float32frombits(uint32(int32(math.Float32bits(base)) + int32(r.IntN(13)-6)))
+			if r.IntN(2) == 0 {
+				v = -v
+			}
+			w[16*n+j] = v
+		}
+	}
+	dst, slow := make([]byte, 8*nb), make([]byte, nb)
+	encodeBlocksAVX2(&dst[0], &w[0], &recs[0], nb, &slow[0])
+	flagged, needed := 0, 0
+	for n := range nb {
+		for j := range 16 {
+			x := w[16*n+j]
+			want := e2m1Code(x / ds[n])
+			viaRec := e2m1Index(abs32(x) * recs[n])
+			if viaRec != want&7 {
+				needed++
+				if slow[n] == 0 {
+					t.Fatalf("block %d: %g/%g rounds across a decision point through the reciprocal and was not flagged", n, x, ds[n])
+				}
+			}
+			if slow[n] != 0 {
+				continue
+			}
+			if got := dst[8*n+j/2] >> (4 * (j % 2)) & 0xF; got != want {
+				t.Fatalf("block %d element %d: %g/%g: code %#x, division %#x", n, j, x, ds[n], got, want)
+			}
+		}
+		flagged += int(slow[n])
+	}
+	if needed == 0 || flagged == nb {
+		t.Fatalf("%d values needed the exact path, %d of %d blocks flagged: the test does not exercise the margin", needed, flagged, nb)
+	}
+}
