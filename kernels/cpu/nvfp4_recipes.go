@@ -12,33 +12,82 @@ import (
 // finite E4M3 code 0x01..0x7E as the block scale, the error of the values
 // the file would hold, the lowest code at the minimum (strict <).
 type sweep struct {
-	div [127]float32 // div[c] = f32(f32(e4m3(c)) · scale_2)
+	six2 float32      // f32(6·scale_2), for the max recipe's code
+	div  [127]float32 // div[c] = f32(f32(e4m3(c)) · scale_2)
+	rec  [127]float32 // rec[c] = f32(1/div[c]), valid where fast[c]
+	fast [127]bool
 }
 
 func newSweep(scale2 float32) *sweep {
-	s := &sweep{}
+	s := &sweep{six2: 6 * scale2}
 	for c := 1; c <= 0x7E; c++ {
 		s.div[c] = blockDivisor(byte(c), scale2)
+		s.rec[c], s.fast[c] = fastDiv(s.div[c])
 	}
 	return s
 }
 
-// bestSSE is the mse recipe's code for one block. Once a candidate rounds
-// every value to zero, every larger one does too (same error, never
-// strictly less), so the sweep stops there: the choice is unchanged.
+// bestSSE is the mse recipe's code for one block: the lowest code whose
+// squared error (blockSSE's, summed in element order) is least.
+//
+// It finds the same code as trying all 126 in order, with less work:
+// max's code is tried first, so a near-best error is known early; a float32
+// running sum of non-negative terms never decreases, so a candidate is
+// dropped as soon as its partial sum shows it cannot beat the best (a tie
+// still wins for a lower code); and once a candidate rounds every value to
+// zero, every larger one has the same error and cannot win.
 func (s *sweep) bestSSE(w []float32, bamax float32) byte {
 	w = w[:16]
-	best, bestErr := byte(1), float32(math.Inf(1))
+	best := maxBlockScale(bamax, s.six2)
+	top := maxIndex(w)
+	bestErr, _ := s.sseUnder(w, top, int(best), float32(math.Inf(1)), false)
 	for c := 1; c <= 0x7E; c++ {
-		d := s.div[c]
-		if e := blockSSE(w, d); e < bestErr {
-			best, bestErr = byte(c), e
+		if c != int(best) {
+			if e, ok := s.sseUnder(w, top, c, bestErr, c > int(best)); ok {
+				best, bestErr = byte(c), e
+			}
 		}
-		if e2m1Index(bamax/d) == 0 {
+		if e2m1Index(bamax/s.div[c]) == 0 {
 			break
 		}
 	}
 	return best
+}
+
+// sseUnder is blockSSE(w, div[c]) when it beats limit (below it, or equal
+// to it when !strict), else false as soon as the partial sum shows it
+// cannot.
+// top is the index of the block's largest |w|.
+func (s *sweep) sseUnder(w []float32, top, c int, limit float32, strict bool) (float32, bool) {
+	d := s.div[c]
+	if !s.fast[c] {
+		e := blockSSE(w, d)
+		return e, e < limit || (!strict && e == limit)
+	}
+	r := s.rec[c]
+	// the largest value's term bounds the sum from below (a float32 sum of
+	// non-negative terms is at least each term), so it is looked at first;
+	// the sum itself still runs in element order
+	if t := termSSE(w[top], d, r); t > limit || (strict && t == limit) {
+		return t, false
+	}
+	var e float32
+	for _, x := range w {
+		a := abs32(x)
+		q := math.Float32bits(a * r)
+		var i byte
+		if q < 0x00800000 || (q+4)&0xFFFFF < 8 {
+			i = e2m1Index(a / d)
+		} else {
+			i = e2m1ByTop12[q>>20&0x7FF]
+		}
+		diff := a - float32(e2m1Mag[i]*d)
+		e += float32(diff * diff)
+		if e > limit || (strict && e == limit) {
+			return e, false
+		}
+	}
+	return e, true
 }
 
 // hessian16 is one input block's normalised second moment H = Σ x xᵀ / tokens.
@@ -167,4 +216,29 @@ func lsRefine(w []float32, d, g float32) byte {
 	}
 	opt := num / max(den, 1)
 	return castScale(opt / g)
+}
+
+// termSSE is one value's term of blockSSE with divisor d (r = f32(1/d)).
+func termSSE(x, d, r float32) float32 {
+	a := abs32(x)
+	q := math.Float32bits(a * r)
+	var i byte
+	if q < 0x00800000 || (q+4)&0xFFFFF < 8 {
+		i = e2m1Index(a / d)
+	} else {
+		i = e2m1ByTop12[q>>20&0x7FF]
+	}
+	diff := a - float32(e2m1Mag[i]*d)
+	return float32(diff * diff)
+}
+
+// maxIndex is the index of the largest |w| of a block.
+func maxIndex(w []float32) int {
+	k, m := 0, uint32(0)
+	for j, v := range w[:16] {
+		if a := math.Float32bits(v) &^ (1 << 31); a > m {
+			k, m = j, a
+		}
+	}
+	return k
 }

@@ -78,7 +78,7 @@ func TestNVFP4MaxCases(t *testing.T) {
 }
 
 func TestNVFP4MSE(t *testing.T) {
-	rows, cols := 23, 64
+	rows, cols := 203, 128
 	w := testWeights(rows, cols, 3)
 	b := &Backend{Workers: 2}
 	ctx := context.Background()
