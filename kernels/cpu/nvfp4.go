@@ -179,6 +179,7 @@ func maxBlockScale(bamax, six2 float32) byte {
 type nvfp4Plan struct {
 	scale2 float32
 	choose func(w []float32, n int, bamax float32) byte
+	six2   float32 // the max recipe's f32(6·scale_2); 0 for the others
 }
 
 // QuantizeNVFP4 implements kernels.Quantizer.
@@ -216,14 +217,14 @@ func (b *Backend) plan(ctx context.Context, w kernels.Matrix, amax float32, opt 
 			return nil, err
 		}
 		six2 := 6 * s2
-		return &nvfp4Plan{s2, func(_ []float32, _ int, bamax float32) byte { return maxBlockScale(bamax, six2) }}, nil
+		return &nvfp4Plan{s2, func(_ []float32, _ int, bamax float32) byte { return maxBlockScale(bamax, six2) }, six2}, nil
 	case kernels.RecipeMSE:
 		s2, err := modelOptScale2(amax)
 		if err != nil {
 			return nil, err
 		}
 		sw := newSweep(s2)
-		return &nvfp4Plan{s2, func(x []float32, _ int, bamax float32) byte { return sw.bestSSE(x, bamax) }}, nil
+		return &nvfp4Plan{s2, func(x []float32, _ int, bamax float32) byte { return sw.bestSSE(x, bamax) }, 0}, nil
 	case kernels.RecipeLocalHessian:
 		s2, err := modelOptScale2(amax)
 		if err != nil {
@@ -237,7 +238,7 @@ func (b *Backend) plan(ctx context.Context, w kernels.Matrix, amax float32, opt 
 			return nil, err
 		}
 		sw := newSweep(s2)
-		return &nvfp4Plan{s2, func(x []float32, n int, _ float32) byte { return sw.bestHessian(x, &hs[n]) }}, nil
+		return &nvfp4Plan{s2, func(x []float32, n int, _ float32) byte { return sw.bestHessian(x, &hs[n]) }, 0}, nil
 	case kernels.RecipeFourSix, kernels.RecipeLeastSquares:
 		g := float32(1)
 		if amax != 0 {
@@ -247,7 +248,7 @@ func (b *Backend) plan(ctx context.Context, w kernels.Matrix, amax float32, opt 
 			}
 		}
 		refine := opt.Recipe == kernels.RecipeLeastSquares
-		return &nvfp4Plan{g, func(x []float32, _ int, bamax float32) byte { return gptqmodelBlock(x, bamax, g, refine) }}, nil
+		return &nvfp4Plan{g, func(x []float32, _ int, bamax float32) byte { return gptqmodelBlock(x, bamax, g, refine) }, 0}, nil
 	}
 	return nil, fmt.Errorf("rule nvfp4-recipe: unknown recipe %q (want max, mse, four_six, least_squares or local_hessian)", opt.Recipe)
 }
@@ -279,10 +280,19 @@ func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, bam []float32, 
 			if simd {
 				// the row's scales first, then its elements on the AVX2 kernel;
 				// a block it flags is redone with the exact division
+				vec := 0
+				if plan.six2 != 0 { // the max recipe's codes, eight blocks at a time
+					vec = nb &^ 7
+					if vec > 0 {
+						maxScalesAVX2(&res.Scales[r*nb], &bam[r*nb], plan.six2, vec)
+					}
+				}
 				for n := range nb {
 					i := r*w.Cols + 16*n
-					c := plan.choose(w.Data[i:i+16], n, bam[r*nb+n]) & 0x7F
-					res.Scales[r*nb+n] = c
+					if n >= vec {
+						res.Scales[r*nb+n] = plan.choose(w.Data[i:i+16], n, bam[r*nb+n]) & 0x7F
+					}
+					c := res.Scales[r*nb+n]
 					rowRecs[n] = 0 // 0: the kernel flags the block, the division decides
 					if fast[c] {
 						rowRecs[n] = recs[c]

@@ -37,3 +37,6 @@ var hasAVX2 = func() bool {
 var useSIMD = hasAVX2
 
 func hasSIMD() bool { return hasAVX2 }
+
+//go:noescape
+func maxScalesAVX2(dst *byte, bam *float32, six2 float32, n int)

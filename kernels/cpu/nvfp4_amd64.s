@@ -175,3 +175,61 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 	XGETBV
 	MOVL AX, ret+0(FP)
 	RET
+
+DATA c_maxk<>+0(SB)/4, $0x3F800000  // 1.0
+DATA c_maxk<>+4(SB)/4, $0x3B000000  // 2^-9
+DATA c_maxk<>+8(SB)/4, $0x43E00000  // 448
+DATA c_maxk<>+12(SB)/4, $0x3C800000 // 2^-6
+DATA c_maxk<>+16(SB)/4, $0x44000000 // 512
+DATA c_maxk<>+20(SB)/4, $0x0007FFFF
+DATA c_maxk<>+24(SB)/4, $0x00000001
+DATA c_maxk<>+28(SB)/4, $0x000003C0 // 120<<3
+GLOBL c_maxk<>(SB), RODATA|NOPTR, $32
+
+// func maxScalesAVX2(dst *byte, bam *float32, six2 float32, n int)
+// ModelOpt's max-recipe scale codes of n blocks (n a multiple of 8):
+// s = bam / six2, 0 → 1, clamp [2^-9, 448], E4M3 round to nearest even.
+TEXT ·maxScalesAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ bam+8(FP), SI
+	VBROADCASTSS six2+16(FP), Y14
+	MOVQ n+24(FP), CX
+	VBROADCASTSS c_maxk<>+0(SB), Y13
+	VBROADCASTSS c_maxk<>+4(SB), Y12
+	VBROADCASTSS c_maxk<>+8(SB), Y11
+	VBROADCASTSS c_maxk<>+12(SB), Y10
+	VBROADCASTSS c_maxk<>+16(SB), Y9
+	VPBROADCASTD c_maxk<>+20(SB), Y8
+	VPBROADCASTD c_maxk<>+24(SB), Y7
+	VPBROADCASTD c_maxk<>+28(SB), Y6
+	VXORPS Y15, Y15, Y15
+	SHRQ $3, CX
+	JZ mdone
+mloop:
+	VMOVUPS (SI), Y0
+	VDIVPS Y14, Y0, Y0
+	VCMPPS $0, Y15, Y0, Y2
+	VBLENDVPS Y2, Y13, Y0, Y0
+	VMAXPS Y12, Y0, Y0
+	VMINPS Y11, Y0, Y0
+	VPSRLD $20, Y0, Y3
+	VPAND Y7, Y3, Y3
+	VPADDD Y8, Y0, Y4
+	VPADDD Y3, Y4, Y4
+	VPSRLD $20, Y4, Y4
+	VPSUBD Y6, Y4, Y4
+	VMULPS Y9, Y0, Y5
+	VCVTPS2DQ Y5, Y5
+	VCMPPS $1, Y10, Y0, Y2
+	VBLENDVPS Y2, Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPACKUSDW X5, X4, X4
+	VPACKUSWB X4, X4, X4
+	VMOVQ X4, (DI)
+	ADDQ $32, SI
+	ADDQ $8, DI
+	DECQ CX
+	JNZ mloop
+mdone:
+	VZEROUPPER
+	RET

@@ -14,3 +14,7 @@ func blockAmaxAVX2(dst *uint32, w *float32, n int) {
 }
 
 func hasSIMD() bool { return false }
+
+func maxScalesAVX2(dst *byte, bam *float32, six2 float32, n int) {
+	panic("cpu: no SIMD kernels on this architecture")
+}

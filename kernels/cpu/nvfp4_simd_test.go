@@ -121,3 +121,38 @@ func TestSIMDKernelNearDecisionPoints(t *testing.T) {
 		t.Fatalf("%d values needed the exact path, %d of %d blocks flagged: the test does not exercise the margin", needed, flagged, nb)
 	}
 }
+
+// TestMaxScalesSIMD: the AVX2 max-recipe scale codes against maxBlockScale
+// on block amaxes over the whole range (zero, subnormal and clamped scales,
+// E4M3 rounding ties).
+func TestMaxScalesSIMD(t *testing.T) {
+	if !hasSIMD() {
+		t.Skip("no AVX2 on this CPU")
+	}
+	r := rand.New(rand.NewPCG(12, 13))
+	for _, six2 := range []float32{1, 6, 0.0123, 3e-30, 7e20} {
+		bam := make([]float32, 8*1024)
+		for i := range bam {
+			switch i % 4 {
+			case 0:
+				bam[i] = float32(math.Ldexp(r.Float64(), r.IntN(30)-20)) * six2
+			case 1: // an E4M3 midpoint times six2 (a tie when the product is exact)
+				c := byte(1 + r.IntN(0x7D))
+				bam[i] = (numericE4M3(c) + numericE4M3(c+1)) / 2 * six2
+			case 2:
+				bam[i] = 0
+			case 3:
+				bam[i] = float32(r.Float64()) * 1e-3 * six2
+			}
+		}
+		got := make([]byte, len(bam))
+		maxScalesAVX2(&got[0], &bam[0], six2, len(bam))
+		for i, b := range bam {
+			if want := maxBlockScale(b, six2); got[i] != want {
+				t.Fatalf("six2=%g amax=%g: code %#x, want %#x", six2, b, got[i], want)
+			}
+		}
+	}
+}
+
+func numericE4M3(c byte) float32 { return e4m3Values[c] }
