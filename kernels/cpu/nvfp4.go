@@ -187,7 +187,7 @@ func (b *Backend) QuantizeNVFP4(ctx context.Context, w kernels.Matrix, opt kerne
 	if err := checkNVFP4(w); err != nil {
 		return nil, err
 	}
-	bam, amax, err := b.blockAmaxes(ctx, w)
+	amax, err := b.globalAmax(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (b *Backend) QuantizeNVFP4(ctx context.Context, w kernels.Matrix, opt kerne
 	if err != nil {
 		return nil, err
 	}
-	return b.runPlan(ctx, w, bam, plan, p)
+	return b.runPlan(ctx, w, plan, p)
 }
 
 func checkNVFP4(w kernels.Matrix) error {
@@ -254,7 +254,7 @@ func (b *Backend) plan(ctx context.Context, w kernels.Matrix, amax float32, opt 
 }
 
 // runPlan chooses every block's scale and encodes its elements as §1 does.
-func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, bam []float32, plan *nvfp4Plan, p kernels.Progress) (*kernels.NVFP4Result, error) {
+func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, plan *nvfp4Plan, p kernels.Progress) (*kernels.NVFP4Result, error) {
 	nb := w.Cols / 16
 	res := &kernels.NVFP4Result{
 		Packed: make([]byte, len(w.Data)/2),
@@ -276,7 +276,9 @@ func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, bam []float32, 
 		if simd {
 			rowRecs, slow = make([]float32, nb), make([]byte, nb)
 		}
+		bam := make([]float32, nb) // the row's block amaxes (finite: globalAmax checked)
 		for r := lo; r < hi; r++ {
+			rowBlockAmax(bam, w.Data[r*w.Cols:(r+1)*w.Cols])
 			if simd {
 				// the row's scales first, then its elements on the AVX2 kernel;
 				// a block it flags is redone with the exact division
@@ -284,13 +286,13 @@ func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, bam []float32, 
 				if plan.six2 != 0 { // the max recipe's codes, eight blocks at a time
 					vec = nb &^ 7
 					if vec > 0 {
-						maxScalesAVX2(&res.Scales[r*nb], &bam[r*nb], plan.six2, vec)
+						maxScalesAVX2(&res.Scales[r*nb], &bam[0], plan.six2, vec)
 					}
 				}
 				for n := range nb {
 					i := r*w.Cols + 16*n
 					if n >= vec {
-						res.Scales[r*nb+n] = plan.choose(w.Data[i:i+16], n, bam[r*nb+n]) & 0x7F
+						res.Scales[r*nb+n] = plan.choose(w.Data[i:i+16], n, bam[n]) & 0x7F
 					}
 					c := res.Scales[r*nb+n]
 					rowRecs[n] = 0 // 0: the kernel flags the block, the division decides
@@ -311,7 +313,7 @@ func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, bam []float32, 
 			for n := range nb {
 				i := r*w.Cols + 16*n
 				x := w.Data[i : i+16]
-				c := plan.choose(x, n, bam[r*nb+n]) & 0x7F // a chooser gives positive codes 0x01..0x7E
+				c := plan.choose(x, n, bam[n]) & 0x7F // a chooser gives positive codes 0x01..0x7E
 				res.Scales[r*nb+n] = c
 				encodeBlockRec(res.Packed[i/2:i/2+8], x, divs[c], recs[c], fast[c])
 			}

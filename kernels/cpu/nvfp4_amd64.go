@@ -10,7 +10,7 @@ package cpu
 func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte)
 
 //go:noescape
-func blockAmaxAVX2(dst *uint32, w *float32, n int)
+func blockAmaxAVX2(dst *float32, w *float32, n int)
 
 func cpuidex(leaf, sub uint32) (a, b, c, d uint32)
 func xgetbv0() uint32

@@ -130,8 +130,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func blockAmaxAVX2(dst *uint32, w *float32, n int)
-// dst[i] = the largest |w| bit pattern of 16-block i (above 0x7F7FFFFF: inf or NaN).
+// func blockAmaxAVX2(dst *float32, w *float32, n int)
+// dst[i] = the largest |w| of 16-block i, as its bit pattern (above
+// 0x7F7FFFFF: inf or NaN).
 TEXT ·blockAmaxAVX2(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI

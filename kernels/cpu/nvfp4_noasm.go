@@ -9,7 +9,7 @@ func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte) {
 	panic("cpu: no SIMD kernels on this architecture")
 }
 
-func blockAmaxAVX2(dst *uint32, w *float32, n int) {
+func blockAmaxAVX2(dst *float32, w *float32, n int) {
 	panic("cpu: no SIMD kernels on this architecture")
 }
 

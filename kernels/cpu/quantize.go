@@ -84,25 +84,12 @@ func nonFinite(w kernels.Matrix, i int) error {
 func (b *Backend) rowAmax(ctx context.Context, w kernels.Matrix, cbCols int, p kernels.Progress) ([]float32, error) {
 	nb := w.Cols / cbCols
 	out := make([]float32, w.Rows*nb)
-	simd := useSIMD && cbCols == 16
 	err := b.eachRows(ctx, w.Rows, w.Cols, p, func(lo, hi int) error {
-		var bits []uint32
-		if simd {
-			bits = make([]uint32, nb)
-		}
 		for r := lo; r < hi; r++ {
 			row := w.Data[r*w.Cols : (r+1)*w.Cols]
-			if simd {
-				blockAmaxAVX2(&bits[0], &row[0], nb)
-				for k, m := range bits {
-					if m > math.Float32bits(math.MaxFloat32) {
-						for j, v := range row[k*16 : k*16+16] {
-							if !(abs32(v) <= math.MaxFloat32) {
-								return nonFinite(w, r*w.Cols+k*16+j)
-							}
-						}
-					}
-					out[r*nb+k] = math.Float32frombits(m)
+			if cbCols == 16 {
+				if j := rowBlockAmax(out[r*nb:(r+1)*nb], row); j >= 0 {
+					return nonFinite(w, r*w.Cols+j)
 				}
 				continue
 			}
@@ -130,20 +117,65 @@ func (b *Backend) rowAmax(ctx context.Context, w kernels.Matrix, cbCols int, p k
 	return out, err
 }
 
-// blockAmaxes is the largest |w| of every 16-block ([rows, cols/16]) and of
-// the matrix, refusing non-finite weights.
-func (b *Backend) blockAmaxes(ctx context.Context, w kernels.Matrix) ([]float32, float32, error) {
-	bam, err := b.rowAmax(ctx, w, 16, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	var m float32
-	for _, v := range bam {
-		if v > m {
-			m = v
+// maxFiniteBits is the bit pattern of the largest finite float32; a
+// magnitude's pattern above it is inf or NaN.
+var maxFiniteBits = math.Float32bits(math.MaxFloat32)
+
+// rowBlockAmax writes the largest |w| of each 16-block of row into dst and
+// returns the index of a non-finite value in row, or -1. Magnitudes of
+// floats order as their bit patterns, so it runs on integers (or AVX2).
+func rowBlockAmax(dst, row []float32) int {
+	nb := len(row) / 16
+	dst = dst[:nb]
+	if useSIMD && nb > 0 {
+		blockAmaxAVX2(&dst[0], &row[0], nb)
+	} else {
+		for k := range nb {
+			var m uint32
+			for _, v := range row[16*k : 16*k+16] {
+				if a := math.Float32bits(v) &^ (1 << 31); a > m {
+					m = a
+				}
+			}
+			dst[k] = math.Float32frombits(m)
 		}
 	}
-	return bam, m, nil
+	for k, v := range dst {
+		if math.Float32bits(v) > maxFiniteBits {
+			for j, x := range row[16*k : 16*k+16] {
+				if !(abs32(x) <= math.MaxFloat32) {
+					return 16*k + j
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// globalAmax is the largest |w| of a matrix whose width is a multiple of
+// 16, refusing non-finite weights.
+func (b *Backend) globalAmax(ctx context.Context, w kernels.Matrix) (float32, error) {
+	var mu sync.Mutex
+	var amax float32
+	err := b.eachRows(ctx, w.Rows, w.Cols, nil, func(lo, hi int) error {
+		buf := make([]float32, w.Cols/16)
+		var m float32
+		for r := lo; r < hi; r++ {
+			if j := rowBlockAmax(buf, w.Data[r*w.Cols:(r+1)*w.Cols]); j >= 0 {
+				return nonFinite(w, r*w.Cols+j)
+			}
+			for _, v := range buf {
+				if v > m {
+					m = v
+				}
+			}
+		}
+		mu.Lock()
+		amax = max(amax, m)
+		mu.Unlock()
+		return nil
+	})
+	return amax, err
 }
 
 func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }

@@ -22,7 +22,7 @@ func (b *Backend) RecipeReport(ctx context.Context, w kernels.Matrix, opt kernel
 	if !slices.Contains(recipes, kernels.RecipeMax) {
 		recipes = append([]string{kernels.RecipeMax}, recipes...) // blocks_changed compares with max
 	}
-	bam, amax, err := b.blockAmaxes(ctx, w)
+	amax, err := b.globalAmax(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (b *Backend) RecipeReport(ctx context.Context, w kernels.Matrix, opt kernel
 			return nil, err
 		}
 		base := int64(k) * int64(w.Rows)
-		res, err := b.runPlan(ctx, w, bam, plan, func(done, _ int64) {
+		res, err := b.runPlan(ctx, w, plan, func(done, _ int64) {
 			if p != nil {
 				p(base+done, total)
 			}
