@@ -300,7 +300,7 @@ func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, plan *nvfp4Plan
 						rowRecs[n] = recs[c]
 					}
 				}
-				encodeBlocksAVX2(&res.Packed[r*w.Cols/2], &w.Data[r*w.Cols], &rowRecs[0], nb, &slow[0])
+				encodeBlocks(&res.Packed[r*w.Cols/2], &w.Data[r*w.Cols], &rowRecs[0], nb, &slow[0])
 				for n, s := range slow {
 					if s != 0 {
 						i := r*w.Cols + 16*n

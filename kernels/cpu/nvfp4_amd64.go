@@ -33,10 +33,38 @@ var hasAVX2 = func() bool {
 	return b7&(1<<5) != 0
 }()
 
-// useSIMD can be turned off by tests to compare both paths.
-var useSIMD = hasAVX2
+// hasAVX512 says whether AVX-512 F is usable: CPUID leaf 7 EBX bit 16 and
+// the opmask and ZMM state enabled in XCR0.
+var hasAVX512 = func() bool {
+	if !hasAVX2 || xgetbv0()&0xE6 != 0xE6 {
+		return false
+	}
+	_, b7, _, _ := cpuidex(7, 0)
+	return b7&(1<<16) != 0
+}()
+
+// useSIMD can be turned off by tests to compare both paths; useAVX512
+// chooses the 512-bit encode kernel over the 256-bit one.
+var (
+	useSIMD   = hasAVX2
+	useAVX512 = hasAVX512
+)
+
+//go:noescape
+func encodeBlocksAVX512(dst *byte, w *float32, recs *float32, n int, slow *byte)
+
+// encodeBlocks runs the widest encode kernel the CPU has.
+func encodeBlocks(dst *byte, w *float32, recs *float32, n int, slow *byte) {
+	if useAVX512 {
+		encodeBlocksAVX512(dst, w, recs, n, slow)
+		return
+	}
+	encodeBlocksAVX2(dst, w, recs, n, slow)
+}
 
 func hasSIMD() bool { return hasAVX2 }
 
 //go:noescape
 func maxScalesAVX2(dst *byte, bam *float32, six2 float32, n int)
+
+func hasAVX512Kernel() bool { return hasAVX512 }

@@ -234,3 +234,73 @@ mloop:
 mdone:
 	VZEROUPPER
 	RET
+
+DATA c_one<>+0(SB)/4, $1
+GLOBL c_one<>(SB), RODATA|NOPTR, $4
+
+// func encodeBlocksAVX512(dst *byte, w *float32, recs *float32, n int, slow *byte)
+// encodeBlocksAVX2 with one 16-block a ZMM register and mask registers for
+// the index count and the exactness flags.
+TEXT ·encodeBlocksAVX512(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ recs+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ slow+32(FP), R8
+	VPBROADCASTD c_abs<>(SB), Z15
+	VPBROADCASTD c_thr<>+0(SB), Z8
+	VPBROADCASTD c_thr<>+4(SB), Z9
+	VPBROADCASTD c_thr<>+8(SB), Z10
+	VPBROADCASTD c_thr<>+12(SB), Z11
+	VPBROADCASTD c_thr<>+16(SB), Z12
+	VPBROADCASTD c_thr<>+20(SB), Z13
+	VPBROADCASTD c_thr<>+24(SB), Z14
+	VPBROADCASTD c_one<>(SB), Z16
+	VPBROADCASTD c_normm1<>(SB), Z17
+	VPBROADCASTD c_four<>(SB), Z18
+	VPBROADCASTD c_low20<>(SB), Z19
+	VPBROADCASTD c_seven<>(SB), Z20
+	TESTQ CX, CX
+	JLE zdone
+zloop:
+	VBROADCASTSS (DX), Z0
+	VMULPS (SI), Z0, Z1
+	VPANDD Z15, Z1, Z3
+	VPSRLD $31, Z1, Z5
+	VPSLLD $3, Z5, Z5
+	VPCMPGTD Z8, Z3, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z9, Z3, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z10, Z3, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z11, Z3, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z12, Z3, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z13, Z3, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z14, Z3, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z17, Z3, K2
+	VPADDD Z18, Z3, Z6
+	VPANDD Z19, Z6, Z6
+	VPCMPGTD Z20, Z6, K2, K2
+	VPSRLQ $28, Z5, Z6
+	VPORQ Z6, Z5, Z5
+	VPMOVQB Z5, X6
+	VMOVQ X6, (DI)
+	KMOVW K2, AX
+	XORL BX, BX
+	CMPL AX, $0xFFFF
+	SETNE BX
+	MOVB BX, (R8)
+	ADDQ $64, SI
+	ADDQ $8, DI
+	ADDQ $4, DX
+	INCQ R8
+	DECQ CX
+	JNZ zloop
+zdone:
+	VZEROUPPER
+	RET

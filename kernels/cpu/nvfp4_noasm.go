@@ -5,6 +5,16 @@ package cpu
 // Without the AVX2 kernels every block takes the Go fast path.
 var useSIMD = false
 
+var useAVX512 = false
+
+func encodeBlocks(dst *byte, w *float32, recs *float32, n int, slow *byte) {
+	panic("cpu: no SIMD kernels on this architecture")
+}
+
+func encodeBlocksAVX512(dst *byte, w *float32, recs *float32, n int, slow *byte) {
+	panic("cpu: no SIMD kernels on this architecture")
+}
+
 func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte) {
 	panic("cpu: no SIMD kernels on this architecture")
 }
@@ -18,3 +28,5 @@ func hasSIMD() bool { return false }
 func maxScalesAVX2(dst *byte, bam *float32, six2 float32, n int) {
 	panic("cpu: no SIMD kernels on this architecture")
 }
+
+func hasAVX512Kernel() bool { return false }

@@ -34,16 +34,16 @@ func TestSIMDAndGoPathsAgree(t *testing.T) {
 	for i := 40 * cols; i < 41*cols; i++ {
 		w[i] = []float32{0, float32(math.Copysign(0, -1)), 1e-42, -1e-42, -1e-38, 7}[i%6]
 	}
-	saved := useSIMD
-	defer func() { useSIMD = saved }()
-	var outs [2]*kernels.NVFP4Result
-	for k, simd := range []bool{false, true} {
-		if simd && !hasSIMD() {
-			t.Log("no AVX2 on this CPU: only the Go path ran")
-			outs[1] = outs[0]
-			break
+	saved, saved512 := useSIMD, useAVX512
+	defer func() { useSIMD, useAVX512 = saved, saved512 }()
+	var outs [3]*kernels.NVFP4Result
+	for k, simd := range []bool{false, true, true} {
+		if simd && (!hasSIMD() || k == 2 && !hasAVX512Kernel()) {
+			t.Log("this CPU lacks a SIMD kernel: its row compares the Go path with itself")
+			outs[k] = outs[0]
+			continue
 		}
-		useSIMD = simd
+		useSIMD, useAVX512 = simd, k == 2
 		res, err := (&Backend{Workers: 2}).QuantizeNVFP4(context.Background(), mat(rows, cols, w), kernels.NVFP4Options{}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -57,8 +57,8 @@ func TestSIMDAndGoPathsAgree(t *testing.T) {
 		}
 	}
 	for i := range outs[0].Packed {
-		if outs[0].Packed[i] != outs[1].Packed[i] {
-			t.Fatalf("byte %d: Go %#x, AVX2 %#x", i, outs[0].Packed[i], outs[1].Packed[i])
+		if outs[0].Packed[i] != outs[1].Packed[i] || outs[0].Packed[i] != outs[2].Packed[i] {
+			t.Fatalf("byte %d: Go %#x, AVX2 %#x, AVX-512 %#x", i, outs[0].Packed[i], outs[1].Packed[i], outs[2].Packed[i])
 		}
 	}
 }
@@ -94,8 +94,19 @@ func TestSIMDKernelNearDecisionPoints(t *testing.T) {
 			w[16*n+j] = v
 		}
 	}
+	kernels := map[string]func(dst *byte, w *float32, recs *float32, n int, slow *byte){"avx2": encodeBlocksAVX2}
+	if hasAVX512Kernel() {
+		kernels["avx512"] = encodeBlocksAVX512
+	}
+	for name, kernel := range kernels {
+		t.Run(name, func(t *testing.T) { checkNearDecisionPoints(t, kernel, w, ds, recs) })
+	}
+}
+
+func checkNearDecisionPoints(t *testing.T, kernel func(dst *byte, w *float32, recs *float32, n int, slow *byte), w, ds, recs []float32) {
+	nb := len(ds)
 	dst, slow := make([]byte, 8*nb), make([]byte, nb)
-	encodeBlocksAVX2(&dst[0], &w[0], &recs[0], nb, &slow[0])
+	kernel(&dst[0], &w[0], &recs[0], nb, &slow[0])
 	flagged, needed := 0, 0
 	for n := range nb {
 		for j := range 16 {
