@@ -269,18 +269,25 @@ func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, plan *nvfp4Plan
 		divs[c] = blockDivisor(byte(c), plan.scale2)
 		recs[c], fast[c] = fastDiv(divs[c])
 	}
+	// the SIMD kernels' reciprocal table: 0 where the division must decide
+	// (the kernel flags a block whose products are all 0)
+	var simdRecs [256]float32
+	for c := range recs {
+		if fast[c] {
+			simdRecs[c] = recs[c]
+		}
+	}
 	simd := useSIMD
 	err := b.eachRows(ctx, w.Rows, w.Cols, p, func(lo, hi int) error {
-		var rowRecs []float32
 		var slow []byte
 		if simd {
-			rowRecs, slow = make([]float32, nb), make([]byte, nb)
+			slow = make([]byte, nb)
 		}
 		bam := make([]float32, nb) // the row's block amaxes (finite: globalAmax checked)
 		for r := lo; r < hi; r++ {
 			rowBlockAmax(bam, w.Data[r*w.Cols:(r+1)*w.Cols])
 			if simd {
-				// the row's scales first, then its elements on the AVX2 kernel;
+				// the row's scales first, then its elements on the SIMD kernel;
 				// a block it flags is redone with the exact division
 				vec := 0
 				if plan.six2 != 0 { // the max recipe's codes, eight blocks at a time
@@ -289,23 +296,17 @@ func (b *Backend) runPlan(ctx context.Context, w kernels.Matrix, plan *nvfp4Plan
 						maxScalesAVX2(&res.Scales[r*nb], &bam[0], plan.six2, vec)
 					}
 				}
-				for n := range nb {
+				for n := vec; n < nb; n++ {
 					i := r*w.Cols + 16*n
-					if n >= vec {
-						res.Scales[r*nb+n] = plan.choose(w.Data[i:i+16], n, bam[n]) & 0x7F
-					}
-					c := res.Scales[r*nb+n]
-					rowRecs[n] = 0 // 0: the kernel flags the block, the division decides
-					if fast[c] {
-						rowRecs[n] = recs[c]
-					}
+					res.Scales[r*nb+n] = plan.choose(w.Data[i:i+16], n, bam[n]) & 0x7F
 				}
-				encodeBlocks(&res.Packed[r*w.Cols/2], &w.Data[r*w.Cols], &rowRecs[0], nb, &slow[0])
-				for n, s := range slow {
-					if s != 0 {
-						i := r*w.Cols + 16*n
-						c := res.Scales[r*nb+n]
-						encodeBlockRec(res.Packed[i/2:i/2+8], w.Data[i:i+16], divs[c], recs[c], fast[c])
+				if encodeBlocks(&res.Packed[r*w.Cols/2], &w.Data[r*w.Cols], &res.Scales[r*nb], &simdRecs[0], nb, &slow[0]) > 0 {
+					for n, s := range slow {
+						if s != 0 {
+							i := r*w.Cols + 16*n
+							c := res.Scales[r*nb+n]
+							encodeBlockRec(res.Packed[i/2:i/2+8], w.Data[i:i+16], divs[c], recs[c], fast[c])
+						}
 					}
 				}
 				continue

@@ -7,7 +7,7 @@ package cpu
 // the caller takes the exact division.
 
 //go:noescape
-func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte)
+func encodeBlocksAVX2(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int
 
 //go:noescape
 func blockAmaxAVX2(dst *float32, w *float32, n int)
@@ -51,15 +51,14 @@ var (
 )
 
 //go:noescape
-func encodeBlocksAVX512(dst *byte, w *float32, recs *float32, n int, slow *byte)
+func encodeBlocksAVX512(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int
 
 // encodeBlocks runs the widest encode kernel the CPU has.
-func encodeBlocks(dst *byte, w *float32, recs *float32, n int, slow *byte) {
+func encodeBlocks(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int {
 	if useAVX512 {
-		encodeBlocksAVX512(dst, w, recs, n, slow)
-		return
+		return encodeBlocksAVX512(dst, w, scales, tab, n, slow)
 	}
-	encodeBlocksAVX2(dst, w, recs, n, slow)
+	return encodeBlocksAVX2(dst, w, scales, tab, n, slow)
 }
 
 func hasSIMD() bool { return hasAVX2 }

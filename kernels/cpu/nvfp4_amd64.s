@@ -77,16 +77,19 @@ GLOBL c_thr<>(SB), RODATA|NOPTR, $28
 	VPCMPGTD c_seven<>(SB), Y6, Y6 \
 	VPAND Y6, Y7, Y7
 
-// func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte)
-// For each of n 16-blocks: codes of w·recs[i] packed two a byte into
-// dst[8i:8i+8], and slow[i] = 1 when some lane is not certainly exact
-// (the caller redoes that block with the division).
-TEXT ·encodeBlocksAVX2(SB), NOSPLIT, $0-40
+// func encodeBlocksAVX2(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int
+// For each of n 16-blocks: codes of w·tab[scales[i]] (the reciprocal of the
+// block's divisor) packed two a byte into dst[8i:8i+8], and slow[i] = 1 when
+// some lane is not certainly exact (the caller redoes that block with the
+// division); returns the number of such blocks.
+TEXT ·encodeBlocksAVX2(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI
-	MOVQ recs+16(FP), DX
-	MOVQ n+24(FP), CX
-	MOVQ slow+32(FP), R8
+	MOVQ scales+16(FP), DX
+	MOVQ tab+24(FP), R9
+	MOVQ n+32(FP), CX
+	MOVQ slow+40(FP), R8
+	XORQ R10, R10
 	VMOVDQU c_abs<>(SB), Y15
 	VPBROADCASTD c_thr<>+0(SB), Y8
 	VPBROADCASTD c_thr<>+4(SB), Y9
@@ -98,7 +101,8 @@ TEXT ·encodeBlocksAVX2(SB), NOSPLIT, $0-40
 	TESTQ CX, CX
 	JLE done
 loop:
-	VBROADCASTSS (DX), Y0
+	MOVBLZX (DX), AX
+	VBROADCASTSS (R9)(AX*4), Y0
 	VMULPS (SI), Y0, Y1
 	VMULPS 32(SI), Y0, Y2
 	VPCMPEQD Y7, Y7, Y7
@@ -120,13 +124,15 @@ loop:
 	CMPL AX, $0xFF
 	SETNE BX
 	MOVB BX, (R8)
+	ADDQ BX, R10
 	ADDQ $64, SI
 	ADDQ $8, DI
-	ADDQ $4, DX
+	INCQ DX
 	INCQ R8
 	DECQ CX
 	JNZ loop
 done:
+	MOVQ R10, ret+48(FP)
 	VZEROUPPER
 	RET
 
@@ -238,15 +244,17 @@ mdone:
 DATA c_one<>+0(SB)/4, $1
 GLOBL c_one<>(SB), RODATA|NOPTR, $4
 
-// func encodeBlocksAVX512(dst *byte, w *float32, recs *float32, n int, slow *byte)
+// func encodeBlocksAVX512(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int
 // encodeBlocksAVX2 with one 16-block a ZMM register and mask registers for
 // the index count and the exactness flags.
-TEXT ·encodeBlocksAVX512(SB), NOSPLIT, $0-40
+TEXT ·encodeBlocksAVX512(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI
-	MOVQ recs+16(FP), DX
-	MOVQ n+24(FP), CX
-	MOVQ slow+32(FP), R8
+	MOVQ scales+16(FP), DX
+	MOVQ tab+24(FP), R9
+	MOVQ n+32(FP), CX
+	MOVQ slow+40(FP), R8
+	XORQ R10, R10
 	VPBROADCASTD c_abs<>(SB), Z15
 	VPBROADCASTD c_thr<>+0(SB), Z8
 	VPBROADCASTD c_thr<>+4(SB), Z9
@@ -263,7 +271,8 @@ TEXT ·encodeBlocksAVX512(SB), NOSPLIT, $0-40
 	TESTQ CX, CX
 	JLE zdone
 zloop:
-	VBROADCASTSS (DX), Z0
+	MOVBLZX (DX), AX
+	VBROADCASTSS (R9)(AX*4), Z0
 	VMULPS (SI), Z0, Z1
 	VPANDD Z15, Z1, Z3
 	VPSRLD $31, Z1, Z5
@@ -295,12 +304,14 @@ zloop:
 	CMPL AX, $0xFFFF
 	SETNE BX
 	MOVB BX, (R8)
+	ADDQ BX, R10
 	ADDQ $64, SI
 	ADDQ $8, DI
-	ADDQ $4, DX
+	INCQ DX
 	INCQ R8
 	DECQ CX
 	JNZ zloop
 zdone:
+	MOVQ R10, ret+48(FP)
 	VZEROUPPER
 	RET

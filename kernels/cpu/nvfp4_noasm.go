@@ -7,15 +7,15 @@ var useSIMD = false
 
 var useAVX512 = false
 
-func encodeBlocks(dst *byte, w *float32, recs *float32, n int, slow *byte) {
+func encodeBlocks(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int {
 	panic("cpu: no SIMD kernels on this architecture")
 }
 
-func encodeBlocksAVX512(dst *byte, w *float32, recs *float32, n int, slow *byte) {
+func encodeBlocksAVX512(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int {
 	panic("cpu: no SIMD kernels on this architecture")
 }
 
-func encodeBlocksAVX2(dst *byte, w *float32, recs *float32, n int, slow *byte) {
+func encodeBlocksAVX2(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int {
 	panic("cpu: no SIMD kernels on this architecture")
 }
 

@@ -94,7 +94,7 @@ func TestSIMDKernelNearDecisionPoints(t *testing.T) {
 			w[16*n+j] = v
 		}
 	}
-	kernels := map[string]func(dst *byte, w *float32, recs *float32, n int, slow *byte){"avx2": encodeBlocksAVX2}
+	kernels := map[string]func(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int{"avx2": encodeBlocksAVX2}
 	if hasAVX512Kernel() {
 		kernels["avx512"] = encodeBlocksAVX512
 	}
@@ -103,10 +103,20 @@ func TestSIMDKernelNearDecisionPoints(t *testing.T) {
 	}
 }
 
-func checkNearDecisionPoints(t *testing.T, kernel func(dst *byte, w *float32, recs *float32, n int, slow *byte), w, ds, recs []float32) {
+func checkNearDecisionPoints(t *testing.T, kernel func(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int, w, ds, recs []float32) {
+	// one table entry a block: block n uses code n%256 of a table that
+	// holds the block's reciprocal (tables are per plan in use; here each
+	// call covers 256 blocks)
 	nb := len(ds)
 	dst, slow := make([]byte, 8*nb), make([]byte, nb)
-	kernel(&dst[0], &w[0], &recs[0], nb, &slow[0])
+	codes := make([]byte, 256)
+	for i := range codes {
+		codes[i] = byte(i)
+	}
+	nslow := 0
+	for base := 0; base < nb; base += 256 {
+		nslow += kernel(&dst[8*base], &w[16*base], &codes[0], &recs[base], 256, &slow[base])
+	}
 	flagged, needed := 0, 0
 	for n := range nb {
 		for j := range 16 {
@@ -127,6 +137,9 @@ func checkNearDecisionPoints(t *testing.T, kernel func(dst *byte, w *float32, re
 			}
 		}
 		flagged += int(slow[n])
+	}
+	if nslow != flagged {
+		t.Fatalf("kernel counted %d flagged blocks, flags say %d", nslow, flagged)
 	}
 	if needed == 0 || flagged == nb {
 		t.Fatalf("%d values needed the exact path, %d of %d blocks flagged: the test does not exercise the margin", needed, flagged, nb)
