@@ -38,7 +38,7 @@ race:
 # Speed as ratios against a memmove measured in the same run.
 bench:
 	@mkdir -p out
-	$(GO) test -run '^$$' -bench . -count 5 ./formats/... | tee out/bench.txt | $(GO) run ./bench/table
+	$(GO) test -run '^$$' -bench . -count 5 ./formats/... ./kernels/... | tee out/bench.txt | $(GO) run ./bench/table
 
 # Each fuzz target for FUZZTIME (the seeds live in each package's testdata/).
 fuzz:
