@@ -418,3 +418,40 @@ func TestRecipeReport(t *testing.T) {
 		t.Fatal("changed map disagrees with blocks_changed")
 	}
 }
+
+// TestNVFP4TinyWeights: a weight whose scale_2 is a float32 subnormal still
+// matches the reference bit for bit (the divisors are subnormal: the exact
+// division path); one so small that the block divisors would underflow to 0
+// is refused with the rule.
+func TestNVFP4TinyWeights(t *testing.T) {
+	rows, cols := 6, 64
+	w := testWeights(rows, cols, 21)
+	for i := range w {
+		w[i] *= 1e-38 // amax ~1e-36: scale_2 ~1e-40 (subnormal)
+	}
+	for _, simd := range []bool{false, true} {
+		saved := useSIMD
+		useSIMD = simd && hasSIMD()
+		res, err := New().QuantizeNVFP4(context.Background(), mat(rows, cols, w), kernels.NVFP4Options{}, nil)
+		useSIMD = saved
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes, scales, s2 := refNVFP4Max(w, rows, cols)
+		if res.Scale2 != s2 || s2 >= 0x1p-126 {
+			t.Fatalf("scale_2 %g, reference %g (want a subnormal)", res.Scale2, s2)
+		}
+		for i, c := range unpack(res.Packed) {
+			if c != codes[i] || res.Scales[i/16] != scales[i/16] {
+				t.Fatalf("simd=%v element %d: code %#x scale %#x, reference %#x %#x", simd, i, c, res.Scales[i/16], codes[i], scales[i/16])
+			}
+		}
+	}
+	for i := range w {
+		w[i] = 0
+	}
+	w[5] = 1e-42
+	if _, err := New().QuantizeNVFP4(context.Background(), mat(rows, cols, w), kernels.NVFP4Options{}, nil); err == nil || !strings.Contains(err.Error(), "nvfp4-global-scale") {
+		t.Fatalf("denormal amax: %v", err)
+	}
+}
