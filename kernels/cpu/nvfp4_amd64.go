@@ -67,3 +67,6 @@ func hasSIMD() bool { return hasAVX2 }
 func maxScalesAVX2(dst *byte, bam *float32, six2 float32, n int)
 
 func hasAVX512Kernel() bool { return hasAVX512 }
+
+//go:noescape
+func sweepAVX512(sums *float32, ok *uint16, a *float32, recs *float32, divs *float32)

@@ -315,3 +315,101 @@ zdone:
 	MOVQ R10, ret+48(FP)
 	VZEROUPPER
 	RET
+
+DATA c_mags<>+0(SB)/4, $0x00000000  // E2M1 magnitudes 0 .5 1 1.5 2 3 4 6
+DATA c_mags<>+4(SB)/4, $0x3F000000
+DATA c_mags<>+8(SB)/4, $0x3F800000
+DATA c_mags<>+12(SB)/4, $0x3FC00000
+DATA c_mags<>+16(SB)/4, $0x40000000
+DATA c_mags<>+20(SB)/4, $0x40400000
+DATA c_mags<>+24(SB)/4, $0x40800000
+DATA c_mags<>+28(SB)/4, $0x40C00000
+DATA c_mags<>+32(SB)/4, $0x00000000
+DATA c_mags<>+36(SB)/4, $0x00000000
+DATA c_mags<>+40(SB)/4, $0x00000000
+DATA c_mags<>+44(SB)/4, $0x00000000
+DATA c_mags<>+48(SB)/4, $0x00000000
+DATA c_mags<>+52(SB)/4, $0x00000000
+DATA c_mags<>+56(SB)/4, $0x00000000
+DATA c_mags<>+60(SB)/4, $0x00000000
+GLOBL c_mags<>(SB), RODATA|NOPTR, $64
+
+// func sweepAVX512(sums *float32, ok *uint16, a *float32, recs *float32, divs *float32)
+// The mse sweep's errors of one block for 128 candidate divisors, sixteen
+// candidates a ZMM register: for each value a[j] = |w_j| in element order,
+// sums[c] += f32(f32(a_j − f32(e2m1(a_j·recs[c])·divs[c]))²), the same
+// float32 operations in the same order as blockSSE, one candidate a lane.
+// ok[p] has bit i set when candidate 16p+i took the table path exactly for
+// every value (a zero product is exact: its term is a², whatever the
+// divisor); the caller recomputes the others with the division, and every
+// candidate whose reciprocal it passed as 0.
+TEXT ·sweepAVX512(SB), NOSPLIT, $0-40
+	MOVQ sums+0(FP), DI
+	MOVQ ok+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ recs+24(FP), DX
+	MOVQ divs+32(FP), R9
+	VPBROADCASTD c_thr<>+0(SB), Z8
+	VPBROADCASTD c_thr<>+4(SB), Z9
+	VPBROADCASTD c_thr<>+8(SB), Z10
+	VPBROADCASTD c_thr<>+12(SB), Z11
+	VPBROADCASTD c_thr<>+16(SB), Z12
+	VPBROADCASTD c_thr<>+20(SB), Z13
+	VPBROADCASTD c_thr<>+24(SB), Z14
+	VPBROADCASTD c_one<>(SB), Z16
+	VPBROADCASTD c_normm1<>(SB), Z17
+	VPBROADCASTD c_four<>(SB), Z18
+	VPBROADCASTD c_low20<>(SB), Z19
+	VPBROADCASTD c_seven<>(SB), Z20
+	VMOVUPS c_mags<>(SB), Z21
+	MOVQ $8, CX
+spass:
+	VMOVUPS (DX), Z22
+	VMOVUPS (R9), Z23
+	VPXORD Z24, Z24, Z24
+	KXNORW K3, K3, K3
+	XORQ BX, BX
+selem:
+	VBROADCASTSS (SI)(BX*4), Z0
+	VMULPS Z22, Z0, Z1
+	VPXORD Z5, Z5, Z5
+	VPCMPGTD Z8, Z1, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z9, Z1, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z10, Z1, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z11, Z1, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z12, Z1, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z13, Z1, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z14, Z1, K1
+	VPADDD Z16, Z5, K1, Z5
+	VPCMPGTD Z17, Z1, K4
+	VPADDD Z18, Z1, Z6
+	VPANDD Z19, Z6, Z6
+	VPCMPGTD Z20, Z6, K4, K4
+	VPTESTNMD Z1, Z1, K5
+	KORW K5, K4, K4
+	KANDW K4, K3, K3
+	VPERMPS Z21, Z5, Z6
+	VMULPS Z23, Z6, Z6
+	VSUBPS Z6, Z0, Z7
+	VMULPS Z7, Z7, Z7
+	VADDPS Z7, Z24, Z24
+	INCQ BX
+	CMPQ BX, $16
+	JLT selem
+	VMOVUPS Z24, (DI)
+	KMOVW K3, AX
+	MOVW AX, (R8)
+	ADDQ $64, DI
+	ADDQ $2, R8
+	ADDQ $64, DX
+	ADDQ $64, R9
+	DECQ CX
+	JNZ spass
+	VZEROUPPER
+	RET

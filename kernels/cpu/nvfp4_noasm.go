@@ -30,3 +30,7 @@ func maxScalesAVX2(dst *byte, bam *float32, six2 float32, n int) {
 }
 
 func hasAVX512Kernel() bool { return false }
+
+func sweepAVX512(sums *float32, ok *uint16, a *float32, recs *float32, divs *float32) {
+	panic("cpu: no SIMD kernels on this architecture")
+}

@@ -13,9 +13,9 @@ import (
 // the file would hold, the lowest code at the minimum (strict <).
 type sweep struct {
 	six2 float32      // f32(6·scale_2), for the max recipe's code
-	div  [127]float32 // div[c] = f32(f32(e4m3(c)) · scale_2)
-	rec  [127]float32 // rec[c] = f32(1/div[c]), valid where fast[c]
-	fast [127]bool
+	div  [128]float32 // div[c] = f32(f32(e4m3(c)) · scale_2); codes 0 and 0x7F unused
+	rec  [128]float32 // rec[c] = f32(1/div[c]) where fast[c], else 0 (the SIMD sweep's table)
+	fast [128]bool
 }
 
 func newSweep(scale2 float32) *sweep {
@@ -23,8 +23,35 @@ func newSweep(scale2 float32) *sweep {
 	for c := 1; c <= 0x7E; c++ {
 		s.div[c] = blockDivisor(byte(c), scale2)
 		s.rec[c], s.fast[c] = fastDiv(s.div[c])
+		if !s.fast[c] {
+			s.rec[c] = 0
+		}
 	}
 	return s
+}
+
+// bestSSESIMD is bestSSE on the AVX-512 sweep kernel: every candidate's
+// error at once, those it could not vouch for recomputed with the division,
+// then the first minimum.
+func (s *sweep) bestSSESIMD(w []float32) byte {
+	var a [16]float32
+	for j, x := range w[:16] {
+		a[j] = abs32(x)
+	}
+	var sums [128]float32
+	var ok [8]uint16
+	sweepAVX512(&sums[0], &ok[0], &a[0], &s.rec[0], &s.div[0])
+	best, bestErr := byte(1), float32(math.Inf(1))
+	for c := 1; c <= 0x7E; c++ {
+		e := sums[c]
+		if !s.fast[c] || ok[c/16]>>(c%16)&1 == 0 {
+			e = blockSSE(w, s.div[c])
+		}
+		if e < bestErr {
+			best, bestErr = byte(c), e
+		}
+	}
+	return best
 }
 
 // bestSSE is the mse recipe's code for one block: the lowest code whose
@@ -38,6 +65,9 @@ func newSweep(scale2 float32) *sweep {
 // zero, every larger one has the same error and cannot win.
 func (s *sweep) bestSSE(w []float32, bamax float32) byte {
 	w = w[:16]
+	if useSIMD && useAVX512 {
+		return s.bestSSESIMD(w)
+	}
 	best := maxBlockScale(bamax, s.six2)
 	top := maxIndex(w)
 	bestErr, _ := s.sseUnder(w, top, int(best), float32(math.Inf(1)), false)

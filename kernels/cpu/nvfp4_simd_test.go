@@ -180,3 +180,93 @@ func TestMaxScalesSIMD(t *testing.T) {
 }
 
 func numericE4M3(c byte) float32 { return e4m3Values[c] }
+
+// TestMSEPathsAgree runs the mse recipe on the Go sweep and on the AVX-512
+// sweep kernel, on random weights and on weights that are already NVFP4
+// values (many exact zeros and exact E2M1 multiples, the case of
+// re-quantizing a dequantized checkpoint), against the plain sweep.
+func TestMSEPathsAgree(t *testing.T) {
+	rows, cols := 48, 128
+	w := testWeights(rows, cols, 17)
+	r := rand.New(rand.NewPCG(14, 15))
+	for i := 8 * cols; i < 30*cols; i++ {
+		w[i] = float32([]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6}[r.IntN(8)]) * 0.0078125 * float32(1-2*r.IntN(2))
+	}
+	saved, saved512 := useSIMD, useAVX512
+	defer func() { useSIMD, useAVX512 = saved, saved512 }()
+	for _, mode := range []struct{ simd, avx512 bool }{{false, false}, {true, false}, {true, true}} {
+		if mode.simd && !hasSIMD() || mode.avx512 && !hasAVX512Kernel() {
+			continue
+		}
+		useSIMD, useAVX512 = mode.simd, mode.avx512
+		res, err := New().QuantizeNVFP4(context.Background(), mat(rows, cols, w), kernels.NVFP4Options{Recipe: "mse"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for blk, c := range res.Scales {
+			if want := refSweep(w[16*blk:16*blk+16], res.Scale2); c != want {
+				t.Fatalf("%+v block %d: code %#x, plain sweep %#x", mode, blk, c, want)
+			}
+		}
+	}
+}
+
+// TestSweepKernelExactness: every candidate the AVX-512 sweep kernel vouches
+// for has exactly blockSSE's error, and every candidate for which the
+// reciprocal would round some value across a decision point is not vouched
+// for.
+func TestSweepKernelExactness(t *testing.T) {
+	if !hasAVX512Kernel() {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	r := rand.New(rand.NewPCG(16, 17))
+	sw := newSweep(float32(math.Ldexp(1+r.Float64(), -7)))
+	pts := []float32{0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
+	needed, vouched := 0, 0
+	for range 3000 {
+		var w [16]float32
+		for j := range w {
+			c := 1 + r.IntN(0x7E)
+			switch r.IntN(4) {
+			case 0:
+				w[j] = 0
+			case 1:
+				w[j] = float32(r.NormFloat64()) * sw.div[c] * 3
+			default: // within a few ulps of a decision point of candidate c
+				base := pts[r.IntN(len(pts))] * sw.div[c]
+				w[j] = math.Float32frombits(uint32(int32(math.Float32bits(base)) + int32(r.IntN(9)-4)))
+			}
+		}
+		var a [16]float32
+		for j, x := range w {
+			a[j] = abs32(x)
+		}
+		var sums [128]float32
+		var ok [8]uint16
+		sweepAVX512(&sums[0], &ok[0], &a[0], &sw.rec[0], &sw.div[0])
+		for c := 1; c <= 0x7E; c++ {
+			vouch := ok[c/16]>>(c%16)&1 == 1 && sw.fast[c]
+			differs := false
+			for _, x := range a {
+				if e2m1Index(x*sw.rec[c]) != e2m1Index(x/sw.div[c]) {
+					differs = true
+				}
+			}
+			if differs {
+				needed++
+				if vouch {
+					t.Fatalf("candidate %#x: the reciprocal rounds a value differently, and the kernel vouched for it", c)
+				}
+			}
+			if vouch {
+				vouched++
+				if want := blockSSE(w[:], sw.div[c]); math.Float32bits(sums[c]) != math.Float32bits(want) {
+					t.Fatalf("candidate %#x: kernel error %g, blockSSE %g", c, sums[c], want)
+				}
+			}
+		}
+	}
+	if needed == 0 || vouched == 0 {
+		t.Fatalf("needed %d, vouched %d: the test does not exercise both sides", needed, vouched)
+	}
+}
