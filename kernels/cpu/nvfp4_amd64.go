@@ -69,4 +69,4 @@ func maxScalesAVX2(dst *byte, bam *float32, six2 float32, n int)
 func hasAVX512Kernel() bool { return hasAVX512 }
 
 //go:noescape
-func sweepAVX512(sums *float32, ok *uint16, a *float32, recs *float32, divs *float32)
+func sweepAVX512(sums *float32, ok *uint16, a *float32, n int, recs *float32, divs *float32)

@@ -334,21 +334,22 @@ DATA c_mags<>+56(SB)/4, $0x00000000
 DATA c_mags<>+60(SB)/4, $0x00000000
 GLOBL c_mags<>(SB), RODATA|NOPTR, $64
 
-// func sweepAVX512(sums *float32, ok *uint16, a *float32, recs *float32, divs *float32)
-// The mse sweep's errors of one block for 128 candidate divisors, sixteen
-// candidates a ZMM register: for each value a[j] = |w_j| in element order,
+// func sweepAVX512(sums *float32, ok *uint16, a *float32, n int, recs *float32, divs *float32)
+// The mse sweep's errors of one block for 16 candidate divisors, one a lane
+// of a ZMM register: for each value a[j] = |w_j|, j < n, in element order,
 // sums[c] += f32(f32(a_j − f32(e2m1(a_j·recs[c])·divs[c]))²), the same
-// float32 operations in the same order as blockSSE, one candidate a lane.
-// ok[p] has bit i set when candidate 16p+i took the table path exactly for
-// every value (a zero product is exact: its term is a², whatever the
-// divisor); the caller recomputes the others with the division, and every
-// candidate whose reciprocal it passed as 0.
-TEXT ·sweepAVX512(SB), NOSPLIT, $0-40
+// float32 operations in the same order as blockSSE. *ok has bit c set when
+// candidate c took the table path exactly for every value (a zero product
+// is exact: its term is a², whatever the divisor); the caller recomputes
+// the others with the division, and every candidate whose reciprocal it
+// passed as 0.
+TEXT ·sweepAVX512(SB), NOSPLIT, $0-48
 	MOVQ sums+0(FP), DI
 	MOVQ ok+8(FP), R8
 	MOVQ a+16(FP), SI
-	MOVQ recs+24(FP), DX
-	MOVQ divs+32(FP), R9
+	MOVQ n+24(FP), R10
+	MOVQ recs+32(FP), DX
+	MOVQ divs+40(FP), R9
 	VPBROADCASTD c_thr<>+0(SB), Z8
 	VPBROADCASTD c_thr<>+4(SB), Z9
 	VPBROADCASTD c_thr<>+8(SB), Z10
@@ -362,8 +363,6 @@ TEXT ·sweepAVX512(SB), NOSPLIT, $0-40
 	VPBROADCASTD c_low20<>(SB), Z19
 	VPBROADCASTD c_seven<>(SB), Z20
 	VMOVUPS c_mags<>(SB), Z21
-	MOVQ $8, CX
-spass:
 	VMOVUPS (DX), Z22
 	VMOVUPS (R9), Z23
 	VPXORD Z24, Z24, Z24
@@ -400,16 +399,10 @@ selem:
 	VMULPS Z7, Z7, Z7
 	VADDPS Z7, Z24, Z24
 	INCQ BX
-	CMPQ BX, $16
+	CMPQ BX, R10
 	JLT selem
 	VMOVUPS Z24, (DI)
 	KMOVW K3, AX
 	MOVW AX, (R8)
-	ADDQ $64, DI
-	ADDQ $2, R8
-	ADDQ $64, DX
-	ADDQ $64, R9
-	DECQ CX
-	JNZ spass
 	VZEROUPPER
 	RET

@@ -31,6 +31,6 @@ func maxScalesAVX2(dst *byte, bam *float32, six2 float32, n int) {
 
 func hasAVX512Kernel() bool { return false }
 
-func sweepAVX512(sums *float32, ok *uint16, a *float32, recs *float32, divs *float32) {
+func sweepAVX512(sums *float32, ok *uint16, a *float32, n int, recs *float32, divs *float32) {
 	panic("cpu: no SIMD kernels on this architecture")
 }

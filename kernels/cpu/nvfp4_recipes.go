@@ -30,25 +30,47 @@ func newSweep(scale2 float32) *sweep {
 	return s
 }
 
-// bestSSESIMD is bestSSE on the AVX-512 sweep kernel: every candidate's
-// error at once, those it could not vouch for recomputed with the division,
-// then the first minimum.
-func (s *sweep) bestSSESIMD(w []float32) byte {
+// bestSSESIMD is bestSSE on the AVX-512 sweep kernel, sixteen candidates a
+// call: max's code first (its error bounds the others), then each group of
+// sixteen whose largest value's term alone does not already exceed the best
+// error (a float32 sum of non-negative terms is at least each term), the
+// candidates the kernel cannot vouch for recomputed with the division, the
+// first minimum kept.
+func (s *sweep) bestSSESIMD(w []float32, bamax float32) byte {
 	var a [16]float32
 	for j, x := range w[:16] {
 		a[j] = abs32(x)
 	}
-	var sums [128]float32
-	var ok [8]uint16
-	sweepAVX512(&sums[0], &ok[0], &a[0], &s.rec[0], &s.div[0])
-	best, bestErr := byte(1), float32(math.Inf(1))
-	for c := 1; c <= 0x7E; c++ {
-		e := sums[c]
-		if !s.fast[c] || ok[c/16]>>(c%16)&1 == 0 {
-			e = blockSSE(w, s.div[c])
+	best := maxBlockScale(bamax, s.six2)
+	bestErr := blockSSE(w, s.div[best])
+	top := [1]float32{bamax}
+	var sums [16]float32
+	var ok uint16
+	for base := 0; base < 128; base += 16 {
+		sweepAVX512(&sums[0], &ok, &top[0], 1, &s.rec[base], &s.div[base])
+		skip := true
+		for i, t := range sums {
+			c := base + i
+			if c >= 1 && c <= 0x7E && (t < bestErr || t == bestErr && c < int(best) || !s.fast[c] || ok>>i&1 == 0) {
+				skip = false
+				break
+			}
 		}
-		if e < bestErr {
-			best, bestErr = byte(c), e
+		if skip {
+			continue
+		}
+		sweepAVX512(&sums[0], &ok, &a[0], 16, &s.rec[base], &s.div[base])
+		for i, e := range sums {
+			c := base + i
+			if c < 1 || c > 0x7E {
+				continue
+			}
+			if !s.fast[c] || ok>>i&1 == 0 {
+				e = blockSSE(w, s.div[c])
+			}
+			if e < bestErr || e == bestErr && c < int(best) {
+				best, bestErr = byte(c), e
+			}
 		}
 	}
 	return best
@@ -66,7 +88,7 @@ func (s *sweep) bestSSESIMD(w []float32) byte {
 func (s *sweep) bestSSE(w []float32, bamax float32) byte {
 	w = w[:16]
 	if useSIMD && useAVX512 {
-		return s.bestSSESIMD(w)
+		return s.bestSSESIMD(w, bamax)
 	}
 	best := maxBlockScale(bamax, s.six2)
 	top := maxIndex(w)

@@ -243,7 +243,9 @@ func TestSweepKernelExactness(t *testing.T) {
 		}
 		var sums [128]float32
 		var ok [8]uint16
-		sweepAVX512(&sums[0], &ok[0], &a[0], &sw.rec[0], &sw.div[0])
+		for p := range 8 {
+			sweepAVX512(&sums[16*p], &ok[p], &a[0], 16, &sw.rec[16*p], &sw.div[16*p])
+		}
 		for c := 1; c <= 0x7E; c++ {
 			vouch := ok[c/16]>>(c%16)&1 == 1 && sw.fast[c]
 			differs := false
