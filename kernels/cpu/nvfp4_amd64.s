@@ -246,7 +246,8 @@ GLOBL c_one<>(SB), RODATA|NOPTR, $4
 
 // func encodeBlocksAVX512(dst *byte, w *float32, scales *byte, tab *float32, n int, slow *byte) int
 // encodeBlocksAVX2 with one 16-block a ZMM register and mask registers for
-// the index count and the exactness flags.
+// the index count and the exactness flags; a weight of ±0 is exact here
+// (code 0: ModelOpt gives -0 sign 0), so a block of zeros stays on the kernel.
 TEXT ·encodeBlocksAVX512(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -273,10 +274,13 @@ TEXT ·encodeBlocksAVX512(SB), NOSPLIT, $0-56
 zloop:
 	MOVBLZX (DX), AX
 	VBROADCASTSS (R9)(AX*4), Z0
-	VMULPS (SI), Z0, Z1
+	VMOVUPS (SI), Z2
+	VMULPS Z2, Z0, Z1
 	VPANDD Z15, Z1, Z3
 	VPSRLD $31, Z1, Z5
 	VPSLLD $3, Z5, Z5
+	VPTESTNMD Z15, Z2, K5
+	VPXORD Z5, Z5, K5, Z5
 	VPCMPGTD Z8, Z3, K1
 	VPADDD Z16, Z5, K1, Z5
 	VPCMPGTD Z9, Z3, K1
@@ -295,6 +299,7 @@ zloop:
 	VPADDD Z18, Z3, Z6
 	VPANDD Z19, Z6, Z6
 	VPCMPGTD Z20, Z6, K2, K2
+	KORW K5, K2, K2
 	VPSRLQ $28, Z5, Z6
 	VPORQ Z6, Z5, Z5
 	VPMOVQB Z5, X6

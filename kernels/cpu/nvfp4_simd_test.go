@@ -82,8 +82,11 @@ func TestSIMDKernelNearDecisionPoints(t *testing.T) {
 		ds[n] = d
 		recs[n], _ = fastDiv(d)
 		for j := range 16 {
-			if r.IntN(8) != 0 { // most values anywhere, a few at a decision point
+			if r.IntN(8) != 0 { // most values anywhere, some ±0, a few at a decision point
 				w[16*n+j] = float32(r.NormFloat64()*3) * d
+				if r.IntN(6) == 0 {
+					w[16*n+j] = float32(math.Copysign(0, float64(1-2*r.IntN(2))))
+				}
 				continue
 			}
 			base := pts[r.IntN(len(pts))] * d
