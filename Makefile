@@ -33,12 +33,12 @@ test: vet
 
 # The concurrent parts again under the race detector.
 race:
-	$(GO) test -race -count=1 ./formats/hub ./formats/checkpoint ./companion/localhub ./wasm/session
+	$(GO) test -race -count=1 ./formats/hub ./formats/checkpoint ./companion/localhub ./wasm/session ./kernels/cpu ./companion/ops
 
 # Speed as ratios against a memmove measured in the same run.
 bench:
 	@mkdir -p out
-	$(GO) test -run '^$$' -bench . -count 5 ./formats/... | tee out/bench.txt | $(GO) run ./bench/table
+	$(GO) test -run '^$$' -bench . -count 5 ./formats/... ./kernels/... | tee out/bench.txt | $(GO) run ./bench/table
 
 # Each fuzz target for FUZZTIME (the seeds live in each package's testdata/).
 fuzz:

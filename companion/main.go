@@ -40,6 +40,11 @@ usage:
                      Llama logits of one sequence (IDS: 1,2,3 or @FILE)
   quantscope eval    [--json] --data FILE [--w4a none|fp8] [--compare] SOURCE
                      perplexity over FILE's token id lines; --compare: dense and W4A side by side
+  quantscope quantize --format nvfp4|fp8_e4m3|fp8_e5m2 [--recipe max|mse|four_six|least_squares|local_hessian]
+                      [--scale tensor|row|block] [--block R,C] [--naming modelopt|compressed-tensors|gptqmodel]
+                      [--data FILE] --out FILE SOURCE MODULE
+        FILE of --data: raw little-endian float32 [tokens, in] activations (local_hessian)
+  quantscope report  [--json] [--format nvfp4] [--data FILE] SOURCE MODULE
 
 SOURCE: https://huggingface.co/ORG/NAME[/tree/REV], ORG/NAME, the URL of one
 .safetensors file, a local directory or a local .safetensors file.
@@ -95,6 +100,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdForward(ctx, rest, stdout, stderr)
 	case "eval":
 		return cmdEval(ctx, rest, stdout, stderr)
+	case "quantize":
+		return cmdQuantize(ctx, rest, stdout, stderr)
+	case "report":
+		return cmdReport(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -26,4 +26,5 @@ type Backend interface {
 	Name() string
 	Dequantizer
 	Quantizer
+	W4A
 }

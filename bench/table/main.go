@@ -18,6 +18,7 @@ import (
 
 type series struct {
 	mbps, nsop, ratio []float64
+	evals             []float64 // the mse sweep's candidate evaluations per second
 }
 
 func main() {
@@ -49,6 +50,8 @@ func main() {
 				s.nsop = append(s.nsop, v)
 			case "%memmove":
 				s.ratio = append(s.ratio, v)
+			case "evals/s":
+				s.evals = append(s.evals, v)
 			}
 		}
 	}
@@ -98,6 +101,7 @@ func main() {
 	thr("E2M1 → f32 (pair table)", "BenchmarkDecodeE2M1")
 	thr("E2M1 + block-16 scales → f32", "BenchmarkDecodeE2M1Blocks16")
 	thr("BF16 → f32", "BenchmarkDecodeBF16")
+	quantizeRows(res, median, yes)
 	if p := res["BenchmarkParseDeepSeekShard"]; p != nil && len(p.nsop) > 0 {
 		ms := slices.Min(p.nsop) / 1e6
 		fmt.Printf("| parse a 2,300-tensor header (one DeepSeek-R1-FP4 shard) | %.2f ms | | < 5 ms | %s |\n", ms, yes(ms < 5))

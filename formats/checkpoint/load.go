@@ -107,6 +107,10 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		return nil, err
 	}
 	opt.trace("headers read")
+	if err := c.adoptFileMetadata(opt); err != nil {
+		c.Close()
+		return nil, err
+	}
 	c.assemble(opt)
 	opt.trace("assembled")
 	c.Findings = append(c.Findings, c.checkRepo()...)

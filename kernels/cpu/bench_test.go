@@ -5,51 +5,83 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
+
+	"github.com/quantscope/quantscope/kernels"
 )
 
-// The W4A-FP8 linear against the float32 linear of the same shape, in the
-// same run: each reports GFLOP/s (2·T·K·N a call) and SetBytes counts the
-// weight bytes it reads (1 a code for W4A as prepared, 4 a float32), so the
-// MB/s columns say how fast each streams its weight.
-var gemmShapes = []struct{ T, K, N int }{{16, 2048, 2048}, {128, 2048, 2048}}
+// Quantization speed against a memmove of the same bytes measured in the
+// same run: SetBytes counts the float32 input (4 bytes a weight), and the
+// paired benchmarks time the kernel and a copy of its input in alternation,
+// reporting the kernel's bandwidth as a percentage of memmove's (%memmove).
 
-func gemmName(T, K, N int) string { return fmt.Sprintf("T=%d/K=%d/N=%d", T, K, N) }
+func benchWeights(n int) []float32 {
+	r := rand.New(rand.NewPCG(1, 2))
+	w := make([]float32, n)
+	for i := range w {
+		w[i] = float32(r.NormFloat64() * 0.02)
+	}
+	return w
+}
 
-func BenchmarkLinearF32(b *testing.B) {
-	for _, s := range gemmShapes {
-		b.Run(gemmName(s.T, s.K, s.N), func(b *testing.B) {
-			r := rand.New(rand.NewPCG(1, 2))
-			x, w := randomActs(r, s.T, s.K), randomActs(r, s.N, s.K)
-			be := New()
-			b.SetBytes(4 * int64(s.K*s.N))
-			for b.Loop() {
-				if _, err := be.LinearF32(context.Background(), x, w, nil); err != nil {
+// Input sizes: 4 MiB (1 Mi weights, mostly in cache) and 64 MiB (a
+// 4096×4096 projection, far past the caches).
+var quantBenchSizes = []int{1 << 20, 16 << 20}
+
+func BenchmarkRatioQuantizeNVFP4Max(b *testing.B) {
+	for _, workers := range []int{1, 2} {
+		for _, n := range quantBenchSizes {
+			b.Run(fmt.Sprintf("cores=%d/in=%dMiB", workers, 4*n>>20), func(b *testing.B) {
+				cols := 4096
+				w := kernels.Matrix{Rows: n / cols, Cols: cols, Data: benchWeights(n)}
+				dst := make([]float32, n)
+				be := &Backend{Workers: workers}
+				ctx := context.Background()
+				// warm up: the copy's destination pages and the allocator
+				copy(dst, w.Data)
+				if _, err := be.QuantizeNVFP4(ctx, w, kernels.NVFP4Options{Recipe: kernels.RecipeMax}, nil); err != nil {
 					b.Fatal(err)
 				}
-			}
-			reportGFLOPs(b, s.T, s.K, s.N)
-		})
+				var tMove, tQ time.Duration
+				b.SetBytes(4 * int64(n))
+				for b.Loop() {
+					t0 := time.Now()
+					copy(dst, w.Data)
+					t1 := time.Now()
+					if _, err := be.QuantizeNVFP4(ctx, w, kernels.NVFP4Options{Recipe: kernels.RecipeMax}, nil); err != nil {
+						b.Fatal(err)
+					}
+					t2 := time.Now()
+					tMove += t1.Sub(t0)
+					tQ += t2.Sub(t1)
+				}
+				b.ReportMetric(100*float64(tMove)/float64(tQ), "%memmove")
+			})
+		}
 	}
 }
 
-func BenchmarkW4AFP8(b *testing.B) {
-	for _, s := range gemmShapes {
-		b.Run(gemmName(s.T, s.K, s.N), func(b *testing.B) {
-			r := rand.New(rand.NewPCG(1, 2))
-			x := randomActs(r, s.T, s.K)
-			w := randomWeight(r, "bench", s.K, s.N, false)
-			be := New()
-			b.SetBytes(int64(s.K * s.N))
+// BenchmarkMSESweep is ModelOpt's benchmark shape: 8192×4096 weights,
+// 2 Mi blocks × 126 candidate scales. evals/s counts one block × one
+// candidate as one evaluation (the sweep stops early once a candidate rounds
+// every value of the block to zero, since every larger one then ties and
+// cannot win: those candidates are counted as evaluated, as their result is
+// known exactly).
+func BenchmarkMSESweep(b *testing.B) {
+	const rows, cols = 8192, 4096
+	w := kernels.Matrix{Rows: rows, Cols: cols, Data: benchWeights(rows * cols)}
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("cores=%d", workers), func(b *testing.B) {
+			be := &Backend{Workers: workers}
+			b.SetBytes(4 * rows * cols)
+			start := time.Now()
 			for b.Loop() {
-				if _, err := be.W4AFP8(context.Background(), x, w); err != nil {
+				if _, err := be.QuantizeNVFP4(context.Background(), w, kernels.NVFP4Options{Recipe: kernels.RecipeMSE}, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
-			reportGFLOPs(b, s.T, s.K, s.N)
+			per := time.Since(start).Seconds() / float64(b.N)
+			b.ReportMetric(float64(rows*cols/16*126)/per, "evals/s")
 		})
 	}
-}
-
-func reportGFLOPs(b *testing.B, T, K, N int) {
-	b.ReportMetric(2*float64(T)*float64(K)*float64(N)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

@@ -57,12 +57,6 @@ func W4AFP8Token(codes []byte, x []float32) float32 {
 	return scale
 }
 
-func abs32(v float32) float32 {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
 
 // w4aPanel is how many output columns a worker takes at a time (every W4A
 // output width is a multiple of 32).

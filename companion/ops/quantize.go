@@ -1,0 +1,270 @@
+package ops
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/formats/scheme"
+	"github.com/quantscope/quantscope/kernels"
+)
+
+func init() {
+	Register("quantize", quantizeOp)
+}
+
+// QuantizeParams are the "quantize" op's parameters, named as the command
+// line's options.
+type QuantizeParams struct {
+	Format string `json:"format"` // nvfp4 | fp8_e4m3 | fp8_e5m2
+	Recipe string `json:"recipe"` // nvfp4: max (default) | mse | four_six | least_squares | local_hessian
+	Scale  string `json:"scale"`  // fp8: tensor | row (default) | block
+	Block  string `json:"block"`  // fp8 block: "R,C"
+	Naming string `json:"naming"` // modelopt | compressed-tensors | gptqmodel
+	Data   string `json:"data"`   // local_hessian: little-endian float32 [tokens, in] activations
+	Out    string `json:"out"`    // the file name (default MODULE.FORMAT.safetensors)
+}
+
+// normalize fills the contract's defaults and refuses combinations the
+// namings cannot hold.
+func (p *QuantizeParams) normalize() error {
+	switch p.Format {
+	case "nvfp4":
+		if p.Recipe == "" {
+			p.Recipe = kernels.RecipeMax
+		}
+		if p.Naming == "" {
+			p.Naming = scheme.NamingModelOpt
+		}
+		if p.Naming != scheme.NamingModelOpt && p.Naming != scheme.NamingCT {
+			return fmt.Errorf("quantize: rule quantize-naming: NVFP4 is written in modelopt or compressed-tensors naming, not %q", p.Naming)
+		}
+		if p.Scale != "" || p.Block != "" {
+			return fmt.Errorf("quantize: rule quantize-options: --scale and --block are FP8 options; NVFP4 has 16-value block scales")
+		}
+	case "fp8_e4m3", "fp8_e5m2":
+		switch {
+		case p.Scale == "" && p.Block != "":
+			p.Scale = kernels.ScaleBlock
+		case p.Scale == "":
+			p.Scale = kernels.ScaleRow
+		case p.Block != "" && p.Scale != kernels.ScaleBlock:
+			return fmt.Errorf("quantize: rule quantize-options: --block goes with --scale block, not --scale %s", p.Scale)
+		}
+		if p.Naming == "" {
+			p.Naming = scheme.NamingGPTQM
+		}
+		if p.Naming != scheme.NamingGPTQM && p.Naming != scheme.NamingModelOpt && p.Naming != scheme.NamingCT {
+			return fmt.Errorf("quantize: rule quantize-naming: unknown naming %q (want modelopt, compressed-tensors or gptqmodel)", p.Naming)
+		}
+		if p.Recipe != "" && p.Recipe != kernels.RecipeMax {
+			return fmt.Errorf("quantize: rule quantize-options: FP8 scales are amax scales; recipe %q is an NVFP4 recipe", p.Recipe)
+		}
+	case "":
+		return fmt.Errorf("quantize: rule quantize-options: --format is required (nvfp4, fp8_e4m3 or fp8_e5m2)")
+	default:
+		return fmt.Errorf("quantize: rule quantize-options: unknown format %q (want nvfp4, fp8_e4m3 or fp8_e5m2)", p.Format)
+	}
+	return nil
+}
+
+func (p *QuantizeParams) block() ([2]int, error) {
+	if p.Scale != kernels.ScaleBlock {
+		return [2]int{}, nil
+	}
+	if p.Block == "" {
+		return [2]int{128, 128}, nil // GPT-QModel's and DeepSeek's usual block
+	}
+	r, c, ok := strings.Cut(p.Block, ",")
+	br, e1 := strconv.Atoi(strings.TrimSpace(r))
+	bc, e2 := strconv.Atoi(strings.TrimSpace(c))
+	if !ok || e1 != nil || e2 != nil || br <= 0 || bc <= 0 {
+		return [2]int{}, fmt.Errorf("quantize: rule fp8-block: --block %q is not two positive integers R,C", p.Block)
+	}
+	return [2]int{br, bc}, nil
+}
+
+// moduleWeight reads a module's logical weight as a float32 [out, in]
+// matrix (dequantized from whatever format it is stored in).
+func moduleWeight(env Env, module string) (*scheme.Module, kernels.Matrix, error) {
+	c := env.Checkpoint
+	m, ok := c.Module(module)
+	if !ok || m.Name != module {
+		return nil, kernels.Matrix{}, fmt.Errorf("%s: no module named %q", c.Source.Name(), module)
+	}
+	if len(m.WeightShape) != 2 {
+		return nil, kernels.Matrix{}, fmt.Errorf("module %q: rule quantize-shape: weight shape %v is not a 2-D [out, in] matrix", module, m.WeightShape)
+	}
+	rows, cols := m.Matrix2D()
+	v, err := scheme.Dequantize(m, c, 0, int(rows))
+	if err != nil {
+		return nil, kernels.Matrix{}, err
+	}
+	return m, kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: v}, nil
+}
+
+// ReadActivations reads a little-endian float32 file of [tokens, in] values.
+func ReadActivations(path string, in int) (*kernels.Matrix, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--data: %w", err)
+	}
+	if len(b)%4 != 0 || len(b) == 0 || (len(b)/4)%in != 0 {
+		return nil, fmt.Errorf("%s: rule local-hessian-data: %d bytes are not little-endian float32 [tokens, %d] activations", path, len(b), in)
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return &kernels.Matrix{Rows: len(v) / in, Cols: in, Data: v}, nil
+}
+
+func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage) (*Result, error) {
+	var p QuantizeParams
+	if err := DecodeParams("quantize", raw, &p); err != nil {
+		return nil, err
+	}
+	if err := p.normalize(); err != nil {
+		return nil, err
+	}
+	blk, err := p.block()
+	if err != nil {
+		return nil, err
+	}
+	if p.Recipe == kernels.RecipeLocalHessian && p.Data == "" {
+		return nil, fmt.Errorf("quantize: rule local-hessian-data: recipe local_hessian needs calibration activations (--data FILE: little-endian float32 [tokens, in])")
+	}
+	m, w, err := moduleWeight(env, module)
+	if err != nil {
+		return nil, err
+	}
+	md := map[string]string{
+		scheme.MetaFormat: p.Format,
+		scheme.MetaNaming: p.Naming,
+		scheme.MetaSource: env.Checkpoint.Source.Name() + " " + module,
+	}
+	var tensors []safetensors.WriteTensor
+	shape := []uint64{uint64(w.Rows), uint64(w.Cols)}
+	if p.Format == "nvfp4" {
+		opt := kernels.NVFP4Options{Recipe: p.Recipe}
+		if p.Data != "" {
+			if opt.Activations, err = ReadActivations(p.Data, w.Cols); err != nil {
+				return nil, err
+			}
+		}
+		r, err := env.Backend.QuantizeNVFP4(ctx, w, opt, env.Progress)
+		if err != nil {
+			return nil, fmt.Errorf("module %q: %w", module, err)
+		}
+		md[scheme.MetaRecipe] = p.Recipe
+		tensors = nvfp4Tensors(module, p.Naming, r)
+	} else {
+		fmt8 := strings.TrimPrefix(p.Format, "fp8_")
+		inverse := p.Naming == scheme.NamingGPTQM
+		r, err := env.Backend.QuantizeFP8(ctx, w, kernels.FP8Options{Format: fmt8, Scale: p.Scale, Block: blk, Inverse: inverse}, env.Progress)
+		if err != nil {
+			return nil, fmt.Errorf("module %q: %w", module, err)
+		}
+		md[scheme.MetaRecipe] = p.Scale
+		md[scheme.MetaScale] = "direct"
+		if inverse {
+			md[scheme.MetaScale] = "inverse"
+		}
+		if p.Scale == kernels.ScaleBlock {
+			md[scheme.MetaBlock] = fmt.Sprintf("%d,%d", blk[0], blk[1])
+		}
+		tensors = fp8Tensors(module, p.Naming, fmt8, shape, r)
+	}
+	if bias, ok := m.Info("bias"); ok {
+		b, err := env.Checkpoint.ReadTensor(bias.Name, 0, int64(bias.NBytes))
+		if err != nil {
+			return nil, err
+		}
+		tensors = append(tensors, safetensors.WriteTensor{Name: module + ".bias", DType: bias.DType, Shape: bias.Shape, Data: b})
+	}
+	data, err := safetensors.Encode(tensors, md)
+	if err != nil {
+		return nil, err
+	}
+	name := p.Out
+	if name == "" {
+		name = module + "." + p.Format + ".safetensors"
+	}
+	file := File{Name: filepath.Base(name)}
+	if env.WriteDir != "" {
+		file.Path = filepath.Join(env.WriteDir, file.Name)
+		if err := os.WriteFile(file.Path, data, 0o644); err != nil {
+			return nil, err
+		}
+	} else {
+		file.Data = data
+	}
+	names := make([]string, len(tensors))
+	for i, t := range tensors {
+		names[i] = t.Name
+	}
+	return &Result{
+		JSON: map[string]any{
+			"module": module, "shape": []int{w.Rows, w.Cols}, "format": p.Format, "recipe": md[scheme.MetaRecipe],
+			"naming": p.Naming, "tensors": names, "file": file.Name, "bytes": len(data),
+		},
+		Files: []File{file},
+	}, nil
+}
+
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// nvfp4Tensors lays out an NVFP4 result in DESIGN.md's naming.
+func nvfp4Tensors(module, naming string, r *kernels.NVFP4Result) []safetensors.WriteTensor {
+	rows, cols := uint64(r.Rows), uint64(r.Cols)
+	if naming == scheme.NamingCT {
+		return []safetensors.WriteTensor{
+			{Name: module + ".weight_packed", DType: safetensors.U8, Shape: []uint64{rows, cols / 2}, Data: r.Packed},
+			{Name: module + ".weight_scale", DType: safetensors.F8_E4M3, Shape: []uint64{rows, cols / 16}, Data: r.Scales},
+			{Name: module + ".weight_global_scale", DType: safetensors.F32, Shape: []uint64{1}, Data: f32Bytes([]float32{1 / r.Scale2})},
+		}
+	}
+	return []safetensors.WriteTensor{
+		{Name: module + ".weight", DType: safetensors.U8, Shape: []uint64{rows, cols / 2}, Data: r.Packed},
+		{Name: module + ".weight_scale", DType: safetensors.F8_E4M3, Shape: []uint64{rows, cols / 16}, Data: r.Scales},
+		{Name: module + ".weight_scale_2", DType: safetensors.F32, Shape: []uint64{}, Data: f32Bytes([]float32{r.Scale2})},
+	}
+}
+
+// fp8Tensors lays out an FP8 result: GPT-QModel's weight_scale_inv, or the
+// direct weight_scale of ModelOpt and compressed-tensors (a row scale as
+// compressed-tensors' channel shape [out, 1]).
+func fp8Tensors(module, naming, format string, shape []uint64, r *kernels.FP8Result) []safetensors.WriteTensor {
+	dt := safetensors.F8_E4M3
+	if format == kernels.FP8E5M2 {
+		dt = safetensors.F8_E5M2
+	}
+	sshape := make([]uint64, len(r.ScaleShape))
+	for i, d := range r.ScaleShape {
+		sshape[i] = uint64(d)
+	}
+	scaleName := module + ".weight_scale_inv"
+	if naming != scheme.NamingGPTQM {
+		scaleName = module + ".weight_scale"
+		if len(sshape) == 1 {
+			sshape = append(sshape, 1)
+		}
+	}
+	return []safetensors.WriteTensor{
+		{Name: module + ".weight", DType: dt, Shape: shape, Data: r.Codes},
+		{Name: scaleName, DType: safetensors.F32, Shape: sshape, Data: f32Bytes(r.Scales)},
+	}
+}

@@ -1,0 +1,93 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/formats/scheme"
+)
+
+// fp8File is one FP8 module with a weight_scale_inv of 2 under the given
+// metadata: its decoded value tells whether the reader divided or multiplied.
+func fp8File(t *testing.T, dir string, md map[string]string) string {
+	t.Helper()
+	w := make([]byte, 16*16)
+	for i := range w {
+		w[i] = 0x38 // 1.0
+	}
+	sc := make([]byte, 4)
+	binary.LittleEndian.PutUint32(sc, math.Float32bits(2))
+	b, err := safetensors.Encode([]safetensors.WriteTensor{
+		{Name: "m.proj.weight", DType: safetensors.F8_E4M3, Shape: []uint64{16, 16}, Data: w},
+		{Name: "m.proj.weight_scale_inv", DType: safetensors.F32, Shape: []uint64{}, Data: sc},
+	}, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(dir, 0o755)
+	p := filepath.Join(dir, "q.safetensors")
+	os.WriteFile(p, b, 0o644)
+	return p
+}
+
+func loadPath(t *testing.T, p string) (*Checkpoint, error) {
+	src, err := hub.OpenLocal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Load(context.Background(), src, Options{})
+}
+
+func TestLoneFileMetadataScheme(t *testing.T) {
+	for scale, want := range map[string]float32{"inverse": 0.5, "multiplier": 2} {
+		p := fp8File(t, filepath.Join(t.TempDir(), scale), map[string]string{
+			scheme.MetaFormat: "fp8_e4m3", scheme.MetaNaming: "gptqmodel", scheme.MetaScale: scale})
+		c, err := loadPath(t, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := c.Module("m.proj")
+		v, err := scheme.Dequantize(m, c, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Scheme.Method != "fp8" || c.Scheme.FP8Format != "e4m3" || v[0] != want {
+			t.Fatalf("scale %s: scheme %+v, value %g, want %g", scale, c.Scheme, v[0], want)
+		}
+		c.Close()
+	}
+	// Without the metadata the file is read as before (no scheme).
+	c, err := loadPath(t, fp8File(t, t.TempDir(), nil))
+	if err != nil || c.Scheme.Method != "none" {
+		t.Fatalf("plain file: %v %+v", err, c.Scheme)
+	}
+	c.Close()
+	// A folder with a config keeps the config's scheme.
+	dir := filepath.Join(t.TempDir(), "repo")
+	fp8File(t, dir, map[string]string{scheme.MetaFormat: "fp8_e4m3", scheme.MetaNaming: "gptqmodel", scheme.MetaScale: "inverse"})
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"quantization_config":{"quant_method":"fp8","fmt":"e5m2"}}`), 0o644)
+	c, err = loadPath(t, dir)
+	if err != nil || c.Scheme.FP8Format != "e5m2" || c.Scheme.InverseFP8Scales {
+		t.Fatalf("repo with config: %v %+v", err, c.Scheme)
+	}
+	c.Close()
+	// Metadata that says something wrong is an error naming the file and key.
+	for key, md := range map[string]map[string]string{
+		scheme.MetaScale:  {scheme.MetaFormat: "fp8_e4m3", scheme.MetaNaming: "gptqmodel", scheme.MetaScale: "sideways"},
+		scheme.MetaNaming: {scheme.MetaFormat: "nvfp4", scheme.MetaNaming: "gptqmodel"},
+		scheme.MetaFormat: {scheme.MetaFormat: "int3", scheme.MetaNaming: "modelopt"},
+		scheme.MetaBlock:  {scheme.MetaFormat: "fp8_e4m3", scheme.MetaNaming: "modelopt", scheme.MetaScale: "direct", scheme.MetaBlock: "0,4"},
+	} {
+		_, err := loadPath(t, fp8File(t, t.TempDir(), md))
+		if err == nil || !strings.Contains(err.Error(), "q.safetensors") || !strings.Contains(err.Error(), key) {
+			t.Errorf("bad %s: %v", key, err)
+		}
+	}
+}
