@@ -57,7 +57,6 @@ func W4AFP8Token(codes []byte, x []float32) float32 {
 	return scale
 }
 
-
 // w4aPanel is how many output columns a worker takes at a time (every W4A
 // output width is a multiple of 32).
 const w4aPanel = 32
