@@ -329,6 +329,9 @@ func (c *Client) statusError(u string, resp *Response) *HTTPError {
 		e.Msg = fmt.Sprintf("the repo is gated or private and needs %s: pass --token or set HF_TOKEN", what)
 	case 404:
 		e.Msg = "not found"
+		if resp.Get("x-error-code") == "RevisionNotFound" {
+			e.Msg, msg = "revision not found (the repo has no such branch, tag or commit)", ""
+		}
 	case 416:
 		e.Msg = "range not satisfiable (" + resp.Get("content-range") + ")"
 	case 429:
