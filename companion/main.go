@@ -30,6 +30,8 @@ usage:
   quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
   quantscope hub     [--addr 127.0.0.1:8090] DIR
   quantscope demo    DIR        write the generated demo repos under DIR
+  quantscope version            the module version and VCS revision (also --version)
+  quantscope CMD --help         CMD's flags
 
 SOURCE: https://huggingface.co/ORG/NAME[/tree/REV], ORG/NAME, the URL of one
 .safetensors file, a local directory or a local .safetensors file.
@@ -63,7 +65,8 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	defer func() { err = showHelp(err, stdout) }()
 	if len(args) == 0 {
 		return &usageError{"no command given"}
 	}
@@ -80,8 +83,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "demo":
 		return cmdDemo(ctx, rest, stdout)
 	case "help", "-h", "--help":
+		if len(rest) == 1 && rest[0] != "help" {
+			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "version", "--version":
+		_, err := fmt.Fprintln(stdout, version())
+		return err
 	}
 	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
@@ -92,7 +101,9 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, names string) (
 	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, &helpRequest{commandHelp(fs, names)}
+		} else if err != nil {
 			return nil, &usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
 		}
 		args = fs.Args()
