@@ -5,9 +5,8 @@
 // by the file's size or MaxHeaderLen before it is made, size arithmetic is
 // checked for overflow, and every rule of the format (contiguous offsets, sizes
 // that match dtype × shape, no duplicate keys, no control characters in names,
-// a data section that ends where
-// the file ends) is enforced with a *FormatError naming the file, the tensor
-// and the rule. It never reads tensor data; callers get offsets and sections.
+// a data section that ends where the file ends) is enforced with a
+// *FormatError naming the file, the tensor and the rule. It never reads tensor data; callers get offsets and sections.
 package safetensors
 
 import (
