@@ -249,7 +249,7 @@ function renderSummary(inv) {
     ["files", int(s.files), "sum-files", s.files],
     ["tensors", int(s.tensors), "sum-tensors", s.tensors],
     ["tensor bytes", int(s.bytes) + " (" + bytes(s.bytes) + ")", "sum-bytes", s.bytes],
-    ["parameters", int(s.parameters) + " (" + count(s.parameters) + ")", "sum-parameters", s.parameters],
+    ["parameters", int(s.parameters) + " (" + count(s.parameters) + ")" + (s.bias_parameters ? `, of which ${int(s.bias_parameters)} in biases` : ""), "sum-parameters", s.parameters],
     ["bits per weight", s.bits_per_weight.toFixed(3), "sum-bpw", s.bits_per_weight],
     ["modules", int(s.modules) + " (" + int(s.quantized_modules) + " quantized)", "sum-quantized", s.quantized_modules],
     ["fetched", int(inv.fetch.requests) + " requests, " + bytes(inv.fetch.bytes), "sum-fetch", inv.fetch.requests],
@@ -372,8 +372,8 @@ async function renderTable(inv) {
     { key: "name", label: "module", width: "minmax(14rem, 3fr)" },
     { key: "kind", label: "kind", width: "6rem" },
     { key: "format", label: "format", width: "6rem", render: r => el("span", { class: fmtClass(r.format), text: r.format }) },
-    { key: "shape", label: "logical shape", width: "minmax(7rem, 1fr)", value: r => r.parameters, render: r => "[" + r.weight_shape.join(", ") + "]" },
-    { key: "parameters", label: "parameters", width: "8rem", num: true, render: r => int(r.parameters) },
+    { key: "shape", label: "logical shape", width: "minmax(7rem, 1fr)", value: r => r.parameters, render: r => "[" + r.weight_shape.join(", ") + "]" + (r.bias_parameters ? " + bias " + int(r.bias_parameters) : "") },
+    { key: "parameters", label: "parameters (+bias)", width: "9rem", num: true, render: r => int(r.parameters) },
     { key: "bytes", label: "bytes", width: "7rem", num: true, render: r => bytes(r.bytes) },
     { key: "bpw", label: "bits/w", width: "5rem", num: true, render: r => r.parameters ? r.bpw.toFixed(2) : "" },
   ];
@@ -411,7 +411,7 @@ function openModule(name, push) {
   $("panel-meta").replaceChildren(kv([
     ["format", el("span", { class: fmtClass(m.format), text: m.format + (m.layout ? " · " + m.layout : "") })],
     ["logical shape", shape + (m.shape_inferred ? " (inferred from the packed width)" : "")],
-    ["parameters", int(m.parameters), "mod-parameters", m.parameters],
+    ["parameters", int(m.parameters) + (m.bias_parameters ? ` (weight ${int(m.parameters - m.bias_parameters)} + bias ${int(m.bias_parameters)})` : ""), "mod-parameters", m.parameters],
     ["bytes", int(m.bytes) + " (" + (m.parameters ? (8 * m.bytes / m.parameters).toFixed(3) + " bits/weight" : "metadata only") + ")", "mod-bytes", m.bytes],
     ...(m.group_size ? [["group size", String(m.group_size)]] : []),
     ...(m.block ? [["block", m.block.join(" × ")]] : []),
