@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -140,5 +142,66 @@ func TestUnknownRevisionProcess(t *testing.T) {
 		if code != 1 || out != "" || !strings.Contains(stderr, "revision not found") {
 			t.Errorf("%v: exit %d, %q", args, code, stderr)
 		}
+	}
+}
+
+// manyExcludes writes the mislabeled demo repo with the 245 exclude_modules
+// of nvidia/DeepSeek-R1-FP4's hf_quant_config.json (seed 004's shape).
+func manyExcludes(t *testing.T, dir string) string {
+	t.Helper()
+	r := synth.Mislabeled()
+	p := filepath.Join(dir, r.ID)
+	if err := r.WriteDir(p); err != nil {
+		t.Fatal(err)
+	}
+	var ex []string
+	for i := range 61 {
+		ex = append(ex, fmt.Sprintf("model.layers.%d.self_attn*", i))
+		if i >= 3 {
+			ex = append(ex, fmt.Sprintf("model.layers.%d.mlp.gate", i))
+		}
+		ex = append(ex, fmt.Sprintf("model.layers.%d.input_layernorm", i), fmt.Sprintf("model.layers.%d.post_attention_layernorm", i))
+	}
+	ex = append(ex, "model.norm", "model.embed_tokens", "lm_head", "model.layers.61*")
+	cfg := map[string]any{"producer": map[string]any{"name": "modelopt", "version": "0.27.1"},
+		"quantization": map[string]any{"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ex}}
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(p, "hf_quant_config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// 245 exclusion entries print as a few patterns; --json keeps every entry
+// and adds the grouped form.
+func TestSchemeExclusionSummary(t *testing.T) {
+	src := manyExcludes(t, t.TempDir())
+	out, stderr, code := runMain(t, "inspect", src)
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	line := strings.Split(out, "\n")[2]
+	for _, w := range []string{"model.layers.N.self_attn* (N in 0–60: 61)", "model.layers.N.mlp.gate (N in 3–60: 58)", "model.layers.61*", "lm_head"} {
+		if !strings.Contains(line, w) {
+			t.Errorf("scheme line lacks %q: %s", w, line)
+		}
+	}
+	if len(line) > 400 {
+		t.Errorf("scheme line is %d characters", len(line))
+	}
+	js, _, _ := runMain(t, "inspect", "--json", src)
+	var doc struct {
+		Scheme struct {
+			ExcludeModules []string `json:"exclude_modules"`
+			ExcludeSummary []struct {
+				Pattern string
+				Count   int
+				Layers  string
+			} `json:"exclude_summary"`
+		}
+	}
+	json.Unmarshal([]byte(js), &doc)
+	if len(doc.Scheme.ExcludeModules) != 245 || len(doc.Scheme.ExcludeSummary) != 8 || doc.Scheme.ExcludeSummary[0].Count != 61 {
+		t.Errorf("--json scheme: %d entries, summary %+v", len(doc.Scheme.ExcludeModules), doc.Scheme.ExcludeSummary)
 	}
 }

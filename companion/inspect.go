@@ -129,7 +129,12 @@ func describeScheme(s *scheme.Scheme) string {
 	}
 	out := strings.Join(parts, ", ")
 	if ex := append(slices.Clone(s.ExcludeModules), s.Ignore...); len(ex) > 0 {
-		out += "; not quantized: " + strings.Join(ex, ", ")
+		// Hundreds of per-layer entries read as a few patterns (--json lists each).
+		var parts []string
+		for _, g := range scheme.GroupNames(ex) {
+			parts = append(parts, g.String())
+		}
+		out += "; not quantized: " + strings.Join(parts, ", ")
 	}
 	if len(s.DeclaredIn) > 0 {
 		out += " (" + strings.Join(s.DeclaredIn, ", ") + ")"
