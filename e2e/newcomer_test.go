@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -118,9 +119,7 @@ func TestNewcomerPanel(t *testing.T) {
 // The module table as a newcomer meets it: as tall as its rows (up to most
 // of the window), no truncated kind, numeric columns sorted largest first
 // on the first click, and bars whose colours never mean two things.
-func TestNewcomerTable(t *testing.T) {
-	base := serve(t, "--demo")
-	ctx := newBrowser(t, 1366, 900)
+func newcomerTable(t *testing.T, base string, ctx context.Context) {
 	repo := synth.Org + "/gpt-oss-tiny-MXFP4"
 	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")))
 	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", repo), 60*time.Second)
@@ -192,8 +191,7 @@ func startHub(t *testing.T, dir string) string {
 
 // A deep link's endpoint survives loading and reloading; a 245-entry
 // exclusion list reads as a few layer patterns, every entry on request.
-func TestNewcomerEndpointAndScheme(t *testing.T) {
-	base := serve(t, "--demo")
+func newcomerEndpointAndScheme(t *testing.T, base string, ctx context.Context) {
 	dir := t.TempDir()
 	r := synth.Mislabeled()
 	id := "elsewhere/" + strings.TrimPrefix(r.ID, synth.Org+"/")
@@ -216,7 +214,6 @@ func TestNewcomerEndpointAndScheme(t *testing.T) {
 		t.Fatal(err)
 	}
 	hub := startHub(t, dir)
-	ctx := newBrowser(t, 1366, 900)
 	link := pageURL(base, id, "") + "&endpoint=" + hub
 	do(t, ctx, chromedp.Navigate(link))
 	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", id), 60*time.Second)
@@ -241,18 +238,7 @@ func TestNewcomerEndpointAndScheme(t *testing.T) {
 
 // The gated demo's token is on the demo list, the error card's advice is the
 // page's (no CLI flags), the icon costs no request and nothing answers 404.
-func TestNewcomerGatedAndIcon(t *testing.T) {
-	base := serve(t, "--demo")
-	ctx := newBrowser(t, 1366, 900)
-	var mu sync.Mutex
-	var bad []string
-	chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventResponseReceived); ok && e.Response.Status >= 400 && !strings.Contains(e.Response.URL, "gated") {
-			mu.Lock()
-			bad = append(bad, fmt.Sprintf("%d %s", e.Response.Status, e.Response.URL))
-			mu.Unlock()
-		}
-	})
+func newcomerGatedAndIcon(t *testing.T, base string, ctx context.Context) {
 	do(t, ctx, chromedp.Navigate(base+"/"))
 	waitJS(t, ctx, `!document.getElementById("demos").hidden`, 60*time.Second)
 	if list := eval[string](t, ctx, `document.getElementById("demo-list").innerText`); !strings.Contains(list, "hf_quantscope_demo") {
@@ -268,6 +254,27 @@ func TestNewcomerGatedAndIcon(t *testing.T) {
 	if strings.Contains(card, "--token") || strings.Contains(card, "HF_TOKEN") || !strings.Contains(card, "Settings") || !strings.Contains(card, "hf_quantscope_demo") {
 		t.Errorf("gated error card: %q", card)
 	}
+}
+
+// The report as a newcomer meets it, in one browser against one server (the
+// page tests are the slow part of make test): the table, the deep link's
+// endpoint and the scheme card, the gated repo and the icon; no request of
+// the page's own answers 4xx or 5xx but the gated repo's.
+func TestNewcomerReport(t *testing.T) {
+	base := serve(t, "--demo")
+	ctx := newBrowser(t, 1366, 900)
+	var mu sync.Mutex
+	var bad []string
+	chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventResponseReceived); ok && e.Response.Status >= 400 && !strings.Contains(e.Response.URL, "gated") {
+			mu.Lock()
+			bad = append(bad, fmt.Sprintf("%d %s", e.Response.Status, e.Response.URL))
+			mu.Unlock()
+		}
+	})
+	t.Run("table", func(t *testing.T) { newcomerTable(t, base, ctx) })
+	t.Run("endpoint-and-scheme", func(t *testing.T) { newcomerEndpointAndScheme(t, base, ctx) })
+	t.Run("gated-and-icon", func(t *testing.T) { newcomerGatedAndIcon(t, base, ctx) })
 	time.Sleep(300 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
