@@ -161,7 +161,10 @@ func parseRows(spec string, rows int) (int, int, error) {
 			return 0, 0, fmt.Errorf("--rows %q: %v", spec, err)
 		}
 	}
-	if lo < 0 || hi > rows || lo > hi {
+	if lo > hi {
+		return 0, 0, fmt.Errorf("--rows %q: reversed (A must not be past B: %d:%d?)", spec, hi, lo)
+	}
+	if lo < 0 || hi > rows {
 		return 0, 0, fmt.Errorf("--rows %q: outside 0:%d", spec, rows)
 	}
 	return lo, hi, nil

@@ -2,14 +2,16 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 )
 
 func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) != 1 {
-		return &usageError{"demo wants DIR"}
+	args, err := parseFlags(flag.NewFlagSet("demo", flag.ContinueOnError), args, 1, "DIR")
+	if err != nil {
+		return err
 	}
 	if err := writeDemos(args[0]); err != nil {
 		return err

@@ -54,7 +54,11 @@ func printInventory(w io.Writer, inv *checkpoint.Inventory) error {
 	fmt.Fprintf(&b, "%s\n", inv.Source)
 	fmt.Fprintf(&b, "  %d file(s), %d tensors, %s of tensor data (+%s of headers)\n", s.Files, s.Tensors, humanBytes(s.Bytes), humanBytes(s.HeaderBytes))
 	fmt.Fprintf(&b, "  scheme: %s\n", describeScheme(inv.Scheme))
-	fmt.Fprintf(&b, "  %s parameters, %.2f bits per weight, %d modules (%d quantized)\n\n", humanCount(s.Parameters), s.BitsPerWeight, s.Modules, s.QuantizedModules)
+	bias := ""
+	if s.BiasParameters > 0 {
+		bias = fmt.Sprintf(" (%s of them in biases)", humanCount(s.BiasParameters))
+	}
+	fmt.Fprintf(&b, "  %s parameters%s, %.2f bits per weight, %d modules (%d quantized)\n\n", humanCount(s.Parameters), bias, s.BitsPerWeight, s.Modules, s.QuantizedModules)
 	fmt.Fprintf(&b, "  %-10s %14s %7s %12s %7s\n", "format", "parameters", "share", "bytes", "share")
 	for _, f := range sortedKeys(s.ParamsByFormat, s.BytesByFormat) {
 		fmt.Fprintf(&b, "  %-10s %14s %6.1f%% %12s %6.1f%%\n", f, humanCount(s.ParamsByFormat[f]), pct(s.ParamsByFormat[f], s.Parameters),
@@ -125,7 +129,12 @@ func describeScheme(s *scheme.Scheme) string {
 	}
 	out := strings.Join(parts, ", ")
 	if ex := append(slices.Clone(s.ExcludeModules), s.Ignore...); len(ex) > 0 {
-		out += "; not quantized: " + strings.Join(ex, ", ")
+		// Hundreds of per-layer entries read as a few patterns (--json lists each).
+		var parts []string
+		for _, g := range scheme.GroupNames(ex) {
+			parts = append(parts, g.String())
+		}
+		out += "; not quantized: " + strings.Join(parts, ", ")
 	}
 	if len(s.DeclaredIn) > 0 {
 		out += " (" + strings.Join(s.DeclaredIn, ", ") + ")"

@@ -45,6 +45,8 @@ usage:
                       [--data FILE] --out FILE SOURCE MODULE
         FILE of --data: raw little-endian float32 [tokens, in] activations (local_hessian)
   quantscope report  [--json] [--format nvfp4] [--data FILE] SOURCE MODULE
+  quantscope version            the module version and VCS revision (also --version)
+  quantscope CMD --help         CMD's flags
 
 SOURCE: https://huggingface.co/ORG/NAME[/tree/REV], ORG/NAME, the URL of one
 .safetensors file, a local directory or a local .safetensors file.
@@ -78,7 +80,8 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	defer func() { err = showHelp(err, stdout) }()
 	if len(args) == 0 {
 		return &usageError{"no command given"}
 	}
@@ -105,8 +108,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "report":
 		return cmdReport(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
+		if len(rest) == 1 && rest[0] != "help" {
+			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "version", "--version":
+		_, err := fmt.Fprintln(stdout, version())
+		return err
 	}
 	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
@@ -117,7 +126,9 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, names string) (
 	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, &helpRequest{commandHelp(fs, names)}
+		} else if err != nil {
 			return nil, &usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
 		}
 		args = fs.Args()

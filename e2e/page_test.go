@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/device"
 	"github.com/quantscope/quantscope/synth"
 )
 
@@ -190,9 +191,13 @@ func TestGatedAndBroken(t *testing.T) {
 // The phone width renders without horizontal overflow.
 func TestPhoneWidth(t *testing.T) {
 	base := serve(t, "--demo")
-	ctx := newBrowser(t, 390, 844)
+	ctx := newBrowser(t, 1000, 900)
 	repo := synth.Org + "/DeepSeek-tiny-FP8"
-	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")))
+	// Chromium's window is at least 500 px wide: emulate the phone instead.
+	do(t, ctx, chromedp.Emulate(device.IPhone13), chromedp.Navigate(pageURL(base, repo, "")))
+	if w := eval[int](t, ctx, `window.innerWidth`); w != 390 {
+		t.Fatalf("the emulated phone is %d px wide, want 390", w)
+	}
 	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", repo), 60*time.Second)
 	if eval[bool](t, ctx, `document.documentElement.scrollWidth > window.innerWidth + 1`) {
 		t.Error("the page overflows a 390 px wide screen")

@@ -4,7 +4,7 @@
 // puts one object on globalThis:
 //
 //	quantscope.open(source, {endpoint, revision, token, onProgress, onTrace}) → Promise<inventory JSON>
-//	quantscope.sample(module, rowStart, rows) → Promise<{json, values: Float32Array}>
+//	quantscope.sample(module, rowStart, rows[, colStart]) → Promise<{json, values: Float32Array}>
 //	quantscope.tensors([module]) → Promise<tensors[] JSON>  (the inventory leaves them out)
 //	quantscope.fit({tp, context, batch, mtp, w4a, kv_dtype, reserve, gpus}) → Promise<fit --json's JSON>
 //	quantscope.cancel()
@@ -156,13 +156,19 @@ func (a *app) sample(args []safejs.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	c0 := 0
+	if len(args) > 3 && args[3].Type() == safejs.TypeNumber {
+		if c0, err = args[3].Int(); err != nil {
+			return nil, err
+		}
+	}
 	a.mu.Lock()
 	s := a.cur
 	a.mu.Unlock()
 	if s == nil {
 		return nil, errors.New("no repo is open")
 	}
-	v, err := s.Sample(name, lo, n)
+	v, err := s.SampleWindow(name, lo, n, c0)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -92,7 +92,10 @@ async function serverInfo() {
       $("demos").hidden = false;
       for (const d of info.demos) {
         $("demo-list").append(el("li", {}, el("button", { type: "button", title: d.about, data: { repo: d.id },
-          onclick: () => { setEndpoint($("endpoint").dataset.default); go({ source: d.id, rev: "", module: "" }); } }, d.id.split("/")[1])));
+          onclick: () => { setEndpoint($("endpoint").dataset.default); go({ source: d.id, rev: "", module: "" }); } }, d.id.split("/")[1]),
+          el("span", { class: "about small", text: d.about })));
+        const tok = /\b(hf_[A-Za-z0-9_]+)\b/.exec(d.about || "");
+        if (tok) state.demoToken = tok[1];
       }
     }
   } catch (e) { /* a static host: no local hub */ }
@@ -204,7 +207,14 @@ function showError(err, source) {
   if (err.rule) kids.push(el("p", {}, "rule ", el("span", { class: "rule", id: "error-rule", text: err.rule }),
     err.tensor ? " · tensor " : "", err.tensor ? el("code", { id: "error-tensor", text: err.tensor }) : null,
     err.file ? " · file " : "", err.file ? el("code", { text: err.file }) : null));
-  kids.push(el("p", { class: "small", id: "error-message", text: err.message || String(err) }));
+  // The engine's words are the CLI's; on the page, advice is the page's.
+  const msg = (err.message || String(err)).replace(/:? ?pass --token or set HF_TOKEN/g, "");
+  kids.push(el("p", { class: "small", id: "error-message", text: msg }));
+  if (err.kind === "auth") {
+    const given = state.token ? "The token in Settings was refused: it needs access to this repo. " : "";
+    kids.splice(2, 0, el("p", { id: "error-advice" }, given + "Paste a token in the field under Settings (opened above) and press Inspect. ",
+      state.demoToken && source.startsWith("quantscope-demo/") ? el("span", {}, "The demo repos' token is ", el("code", { text: state.demoToken }), ".") : null));
+  }
   box.replaceChildren(...kids);
   if (err.kind === "auth") {
     $("settings").open = true;
@@ -250,7 +260,7 @@ function renderSummary(inv) {
     ["files", int(s.files), "sum-files", s.files],
     ["tensors", int(s.tensors), "sum-tensors", s.tensors],
     ["tensor bytes", int(s.bytes) + " (" + bytes(s.bytes) + ")", "sum-bytes", s.bytes],
-    ["parameters", int(s.parameters) + " (" + count(s.parameters) + ")", "sum-parameters", s.parameters],
+    ["parameters", int(s.parameters) + " (" + count(s.parameters) + ")" + (s.bias_parameters ? `, of which ${int(s.bias_parameters)} in biases` : ""), "sum-parameters", s.parameters],
     ["bits per weight", s.bits_per_weight.toFixed(3), "sum-bpw", s.bits_per_weight],
     ["modules", int(s.modules) + " (" + int(s.quantized_modules) + " quantized)", "sum-quantized", s.quantized_modules],
     ["fetched", int(inv.fetch.requests) + " requests, " + bytes(inv.fetch.bytes), "sum-fetch", inv.fetch.requests],
@@ -276,6 +286,8 @@ function renderScheme(sc) {
   for (const [k, label] of Object.entries(names)) {
     const v = sc[k];
     if (v === undefined || v === null || v === "" || (Array.isArray(v) && !v.length)) continue;
+    const groups = { exclude_modules: sc.exclude_summary, ignore: sc.ignore_summary }[k];
+    if (Array.isArray(v) && groups && v.length > 8) { pairs.push([label, nameGroups(v, groups, k), "scheme-" + k]); continue; }
     pairs.push([label, Array.isArray(v) ? v.join(", ") : String(v), "scheme-" + k]);
   }
   if (sc.config_groups) for (const g of sc.config_groups) {
@@ -286,15 +298,35 @@ function renderScheme(sc) {
   $("scheme-body").replaceChildren(kv(pairs));
 }
 
-function stack(title, parts, total) {
+// nameGroups shows a long exclusion list as its layer patterns ("N in
+// 0–60"), with every entry on request.
+function nameGroups(all, groups, key) {
+  const box = el("span", { class: "groups" });
+  const summary = groups.map(g => g.layers ? `${g.pattern} (N in ${g.layers}: ${g.count})` : g.pattern).join(", ");
+  const btn = el("button", { type: "button", class: "linkish", id: "scheme-expand-" + key, text: `show all ${int(all.length)}` });
+  const text = el("span", { class: "groups-text", text: summary + " " });
+  btn.addEventListener("click", () => {
+    const open = btn.dataset.open !== "1";
+    btn.dataset.open = open ? "1" : "";
+    text.textContent = (open ? all.join(", ") : summary) + " ";
+    btn.textContent = open ? "show patterns" : `show all ${int(all.length)}`;
+  });
+  box.append(text, btn);
+  return box;
+}
+
+// Module kinds get their own colours, none of them a format's, and stripes,
+// so that the two bars never seem to speak of the same thing.
+const KIND_COLORS = ["#ad1457", "#2e7d32", "#6d4c41", "#00838f", "#f9a825", "#455a64", "#8e24aa", "#d84315", "#1565c0", "#558b2f"];
+function stack(title, parts, total, striped) {
   const bar = el("div", { class: "stack", role: "img", "aria-label": title });
   const legend = el("div", { class: "legend" });
-  const palette = ["#3d5afe", "#00897b", "#f4511e", "#7c4dff", "#c0ca33", "#8d6e63", "#26a69a", "#ec407a"];
   parts.forEach(([name, n, color], i) => {
     if (!n) return;
-    const c = color || palette[i % palette.length];
-    bar.append(el("span", { style: `width:${(100 * n / total).toFixed(3)}%;background:${c}`, title: `${name}: ${bytes(n)}` }));
-    legend.append(el("span", {}, el("i", { style: "background:" + c }), `${name} ${(100 * n / total).toFixed(1)}%`));
+    const c = color || KIND_COLORS[i % KIND_COLORS.length];
+    const bg = striped ? `repeating-linear-gradient(135deg, ${c} 0 6px, color-mix(in srgb, ${c} 70%, white) 6px 9px)` : c;
+    bar.append(el("span", { style: `width:${(100 * n / total).toFixed(3)}%;background:${bg}`, title: `${name}: ${bytes(n)}`, data: { color: c } }));
+    legend.append(el("span", {}, el("i", { style: "background:" + bg, data: { color: c } }), `${name} ${(100 * n / total).toFixed(1)}%`));
   });
   return [el("div", { class: "small", text: title }), bar, legend];
 }
@@ -304,7 +336,7 @@ function renderBars(inv) {
   const total = Object.values(s.bytes_by_format).reduce((a, b) => a + b, 0) || 1;
   const byFmt = Object.entries(s.bytes_by_format).sort((a, b) => b[1] - a[1]).map(([f, n]) => [f, n, formatColor(f)]);
   const byKind = Object.entries(s.bytes_by_kind).sort((a, b) => b[1] - a[1]);
-  $("bars-body").replaceChildren(...stack("by format", byFmt, total), ...stack("by module kind", byKind, total));
+  $("bars-body").replaceChildren(...stack("by format", byFmt, total), ...stack("by module kind", byKind, total, true));
 }
 
 function renderFindings(fs) {
@@ -371,10 +403,10 @@ async function renderTable(inv) {
   ] : [
     { key: "layer", label: "layer", width: "4rem", num: true, render: r => r.layer < 0 ? "" : r.layer },
     { key: "name", label: "module", width: "minmax(14rem, 3fr)" },
-    { key: "kind", label: "kind", width: "6rem" },
+    { key: "kind", label: "kind", width: Math.max(6, ...inv.modules.map(m => m.kind.length)) + 2 + "ch" },
     { key: "format", label: "format", width: "6rem", render: r => el("span", { class: fmtClass(r.format), text: r.format }) },
-    { key: "shape", label: "logical shape", width: "minmax(7rem, 1fr)", value: r => r.parameters, render: r => "[" + r.weight_shape.join(", ") + "]" },
-    { key: "parameters", label: "parameters", width: "8rem", num: true, render: r => int(r.parameters) },
+    { key: "shape", label: "logical shape", width: "minmax(7rem, 1fr)", value: r => r.parameters, render: r => "[" + r.weight_shape.join(", ") + "]" + (r.bias_parameters ? " + bias " + int(r.bias_parameters) : "") },
+    { key: "parameters", label: "parameters (+bias)", width: "9rem", num: true, render: r => int(r.parameters) },
     { key: "bytes", label: "bytes", width: "7rem", num: true, render: r => bytes(r.bytes) },
     { key: "bpw", label: "bits/w", width: "5rem", num: true, render: r => r.parameters ? r.bpw.toFixed(2) : "" },
   ];
@@ -384,7 +416,7 @@ async function renderTable(inv) {
   state.table = new VirtualTable($("table"), cols, r => selectModule(r._module));
   $("table").addEventListener("viewchange", e => { $("modules-count").textContent = `(${int(e.detail)} of ${int(rows.length)} ${tensors ? "tensors" : "modules"})`; });
   state.table.setRows(rows);
-  state.table.sortBy("layer");
+  state.table.sortBy("layer", 1);
   if ($("filter").value) state.table.filter($("filter").value.trim());
 }
 $("filter").addEventListener("input", () => { if (state.table) state.table.filter($("filter").value.trim()); });
@@ -408,11 +440,15 @@ function openModule(name, push) {
   p.hidden = false;
   p.dataset.module = name;
   $("panel-title").textContent = name;
+  document.body.classList.add("panel-open");
+  const own = (inv.findings || []).filter(f => f.module === name || (f.tensor && moduleOfTensor(f.tensor) === name));
+  $("panel-findings").hidden = !own.length;
+  $("panel-findings").replaceChildren(el("li", { class: "head", text: `findings of this module (${own.length})` }), ...own.map(findingItem));
   const shape = m.weight_shape.join(" × ");
   $("panel-meta").replaceChildren(kv([
     ["format", el("span", { class: fmtClass(m.format), text: m.format + (m.layout ? " · " + m.layout : "") })],
     ["logical shape", shape + (m.shape_inferred ? " (inferred from the packed width)" : "")],
-    ["parameters", int(m.parameters), "mod-parameters", m.parameters],
+    ["parameters", int(m.parameters) + (m.bias_parameters ? ` (weight ${int(m.parameters - m.bias_parameters)} + bias ${int(m.bias_parameters)})` : ""), "mod-parameters", m.parameters],
     ["bytes", int(m.bytes) + " (" + (m.parameters ? (8 * m.bytes / m.parameters).toFixed(3) + " bits/weight" : "metadata only") + ")", "mod-bytes", m.bytes],
     ...(m.group_size ? [["group size", String(m.group_size)]] : []),
     ...(m.block ? [["block", m.block.join(" × ")]] : []),
@@ -423,6 +459,7 @@ function openModule(name, push) {
   $("sample").hidden = true;
   const rows = m.weight_shape.length ? m.weight_shape.slice(0, -1).reduce((a, b) => a * b, 1) : 0;
   $("row-start").max = Math.max(0, rows - 1);
+  $("col-start").value = 0;
   $("sample-btn").disabled = m.format === "none";
   if (m.format !== "none") sample();
 }
@@ -437,23 +474,31 @@ function fillTensors(t, list) {
 
 function closePanel(push) {
   $("panel").hidden = true;
+  document.body.classList.remove("panel-open");
   state.module = "";
   if (push) { const s = urlState(); s.module = ""; pushState(s, false); }
 }
 $("panel-close").addEventListener("click", () => closePanel(true));
 document.addEventListener("keydown", e => { if (e.key === "Escape" && !$("panel").hidden) closePanel(true); });
 $("sample-form").addEventListener("submit", e => { e.preventDefault(); sample(); });
+const pageCols = d => { $("col-start").value = Math.max(0, (Number($("col-start").value) || 0) + d * 48); sample(); };
+$("cols-prev").addEventListener("click", () => pageCols(-1));
+$("cols-next").addEventListener("click", () => pageCols(1));
 
 async function sample() {
   const qs = await engine;
   const name = state.module;
   const start = Math.max(0, Number($("row-start").value) || 0);
   const n = Math.min(64, Math.max(1, Number($("row-count").value) || 4));
+  const m = findModule(name);
+  const cols = m && m.weight_shape.length ? m.weight_shape[m.weight_shape.length - 1] : 0;
+  const colFrom = Math.max(0, Math.min(Math.max(0, cols - 1), Math.floor(Number($("col-start").value) || 0)));
+  $("col-start").value = colFrom;
   $("sample-stats").textContent = "decoding…";
   $("sample").hidden = false;
   let r;
   try {
-    r = await qs.sample(name, start, n);
+    r = await qs.sample(name, start, n, colFrom);
   } catch (err) {
     $("sample-stats").textContent = "cannot decode: " + (err.rule ? `rule ${err.rule}: ` : "") + err.message;
     return;
@@ -463,34 +508,45 @@ async function sample() {
   const v = r.values;
   const st = s.stats;
   const vcols = s.col_end - s.col_start;
-  const window = vcols < s.cols ? ` (columns ${s.col_start}–${s.col_end - 1}: this layout packs along the inputs, so only their words are read)` : "";
+  const window = vcols < s.cols ? ` (columns ${s.col_start}–${s.col_end - 1}: this layout packs along the inputs, so only their words are read; page with “columns from”)` : "";
   $("sample-stats").textContent = `rows ${s.row_start}–${s.row_start + s.rows - 1} of the logical [${s.rows} × ${s.cols}] slice${window} · min ${Plots.fmt(st.Min)} · max ${Plots.fmt(st.Max)} · mean ${Plots.fmt(st.Mean)} · std ${Plots.fmt(st.Std)}` +
-    (st.NaN ? ` · ${st.NaN} NaN` : "") + (st.Inf ? ` · ${st.Inf} inf` : "") + ` · ${bytes(s.bytes_fetched)} fetched so far`;
+    (st.NaN ? ` · ${st.NaN} NaN` : "") + (st.Inf ? ` · ${st.Inf} inf` : "") +
+    ` · this sample fetched ${bytes(s.sample_bytes)} in ${int(s.sample_requests)} request${s.sample_requests === 1 ? "" : "s"} (${bytes(s.bytes_fetched)} this session)`;
   Plots.histogram($("hist"), s.histogram);
-  if (s.codes && s.codes.length) {
-    const codes = s.codes;
-    $("codes-cap").textContent = `${s.code_kind} code frequency`;
-    Plots.bars($("codes"), codes.map(c => c.count), { labels: codes.map(c => Plots.fmt(c.value)), log: codes.length > 16 });
-  } else {
-    $("codes-cap").textContent = "stored unquantized: no codes";
-    Plots.bars($("codes"), []);
+  const dense = !(s.codes && s.codes.length);
+  $("codes-fig").hidden = dense;
+  if (!dense) {
+    // Value order (FP8's sign bit and E2M1's -0 put code order elsewhere);
+    // -0 sorts before 0 and is labelled so; NaN codes last.
+    const codes = [...s.codes].sort((a, b) => (isNaN(a.value) - isNaN(b.value)) || (a.value - b.value) || (Object.is(a.value, -0) ? -1 : Object.is(b.value, -0) ? 1 : 0));
+    const label = v => Object.is(v, -0) ? "-0" : Plots.fmt(v);
+    $("codes-cap").textContent = `${s.code_kind} code frequency, in value order${codes.length > 16 ? " (log count)" : ""}`;
+    $("codes").dataset.labels = codes.map(c => label(c.value)).join(" ");
+    Plots.bars($("codes"), codes.map(c => c.count), { labels: codes.map(c => label(c.value)), log: codes.length > 16, yAxis: true });
   }
-  if (s.scale_histogram && s.scale_histogram.counts) Plots.histogram($("scales"), s.scale_histogram);
-  else Plots.bars($("scales"), []);
-  const showCols = Math.min(vcols, 48);
+  const scalesOK = !!(s.scale_histogram && s.scale_histogram.counts && s.scale_histogram.counts.length);
+  $("scales-fig").hidden = !scalesOK;
+  if (scalesOK) Plots.histogram($("scales"), s.scale_histogram);
+  const notes = [dense ? `dense (${s.format}): no codes, no scales — stored unquantized` : "", !dense && s.scale_note ? "scales: " + s.scale_note : ""].filter(Boolean);
+  $("plots-note").hidden = !notes.length;
+  $("plots-note").textContent = notes.join(" · ");
+  const off = Math.max(0, Math.min(colFrom - s.col_start, vcols - 1));
+  const showCols = Math.min(vcols - off, 48);
   const grid = el("table", { id: "sample-table", data: { rowStart: s.row_start, rows: s.rows, cols: s.cols } });
-  grid.append(el("tr", {}, el("th", { text: "row" }), ...Array.from({ length: showCols }, (_, j) => el("th", { text: String(j) }))));
+  grid.append(el("tr", {}, el("th", { text: "row" }), ...Array.from({ length: showCols }, (_, j) => el("th", { text: String(s.col_start + off + j) }))));
   for (let i = 0; i < s.rows; i++) {
     const tr = el("tr", {}, el("th", { text: String(s.row_start + i) }));
     for (let j = 0; j < showCols; j++) {
-      const x = v[i * vcols + j];
+      const x = v[i * vcols + off + j];
       tr.append(el("td", { class: x < 0 ? "neg" : "", data: { v: String(x) }, text: Plots.fmt(x) }));
     }
     grid.append(tr);
   }
-  const note = s.cols > showCols ? el("p", { class: "small", text: `columns ${s.col_start}–${s.col_start + showCols - 1} of ${s.cols}` }) : null;
+  const note = s.cols > showCols ? el("p", { class: "small", id: "sample-cols", text: `columns ${s.col_start + off}–${s.col_start + off + showCols - 1} of ${s.cols}` }) : null;
+  $("cols-prev").disabled = s.col_start + off === 0;
+  $("cols-next").disabled = s.col_start + off + showCols >= s.cols;
   $("sample-grid").replaceChildren(grid, ...(note ? [note] : []));
   $("sample").dataset.ready = name + ":" + s.row_start;
 }
 
-serverInfo().then(() => { const s = urlState(); pushState(s, true); apply(s); });
+serverInfo().then(() => { const s = urlState(); if (s.endpoint) setEndpoint(s.endpoint); pushState(s, true); apply(s); });

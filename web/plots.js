@@ -13,7 +13,16 @@ const Plots = (() => {
     return String(Number(v.toPrecision(3)));
   }
 
-  // bars draws counts as bars; labels (optional) under some of them.
+  // count formats an axis count compactly (12, 3.4K, 1.2M).
+  function count(n) {
+    if (n >= 1e6) return (n / 1e6).toPrecision(2) + "M";
+    if (n >= 1e4) return Math.round(n / 1e3) + "K";
+    if (n >= 1e3) return (n / 1e3).toPrecision(2) + "K";
+    return String(n);
+  }
+
+  // bars draws counts as bars over a count axis (linear, or log when
+  // opts.log); labels (optional) under some of them.
   function bars(canvas, counts, opts = {}) {
     const dpr = window.devicePixelRatio || 1;
     const w = canvas.clientWidth || canvas.width, h = canvas.clientHeight || canvas.height;
@@ -22,12 +31,28 @@ const Plots = (() => {
     const g = canvas.getContext("2d");
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, w, h);
-    const pad = { l: 6, r: 6, t: 8, b: 20 };
+    const pad = { l: 36, r: 6, t: 8, b: 20 };
     const n = counts.length;
+    canvas.dataset.max = "";
     if (n === 0) return;
     let max = 0;
     for (const c of counts) max = Math.max(max, c);
     if (max === 0) max = 1;
+    canvas.dataset.max = String(max);
+    // The count axis: 0, the middle (linear only) and the largest count.
+    g.strokeStyle = css("--line");
+    g.fillStyle = css("--muted");
+    g.font = "10px system-ui, sans-serif";
+    g.textAlign = "right";
+    g.textBaseline = "middle";
+    const ticks = opts.log ? [0, max] : [0, max / 2, max];
+    for (const tv of ticks) {
+      const y = h - pad.b - (opts.log ? Math.log1p(tv) / Math.log1p(max) : tv / max) * (h - pad.t - pad.b);
+      g.fillText(count(Math.round(tv)), pad.l - 4, y);
+      g.beginPath(); g.moveTo(pad.l - 2, y + 0.5); g.lineTo(w - pad.r, y + 0.5); g.stroke();
+    }
+    g.save(); g.translate(8, (h - pad.b + pad.t) / 2); g.rotate(-Math.PI / 2); g.textAlign = "center";
+    g.fillText(opts.log ? "count (log)" : "count", 0, 0); g.restore();
     const bw = (w - pad.l - pad.r) / n;
     g.fillStyle = opts.color || css("--accent");
     for (let i = 0; i < n; i++) {

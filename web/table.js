@@ -36,7 +36,7 @@ class VirtualTable {
     this.pool = [];
     el.addEventListener("scroll", () => this.schedule(), { passive: true });
     el.addEventListener("keydown", e => this.key(e));
-    window.addEventListener("resize", () => this.schedule());
+    window.addEventListener("resize", () => { this.fit(); this.schedule(); });
   }
 
   setRows(rows) {
@@ -65,13 +65,28 @@ class VirtualTable {
     if (this.sortKey) this.sortView();
     this.selected = -1;
     this.body.style.height = (this.view.length * this.rowH) + "px";
+    this.fit();
     this.el.scrollTop = 0;
     this.render(true);
     this.el.dispatchEvent(new CustomEvent("viewchange", { detail: this.view.length }));
   }
 
-  sortBy(key) {
-    if (this.sortKey === key) this.sortDir = -this.sortDir; else { this.sortKey = key; this.sortDir = 1; }
+  // fit sizes the table to its rows, up to most of the window (a few rows
+  // get a short table, thousands a tall one that scrolls).
+  fit() {
+    const head = this.head.offsetHeight || 28;
+    const want = head + Math.max(3, this.view.length) * this.rowH + 2;
+    this.el.style.height = Math.min(want, Math.max(240, Math.round(window.innerHeight * 0.8))) + "px";
+  }
+
+  // sortBy sorts by a column; a second click reverses. The first click on a
+  // numeric column sorts descending (largest first), on text ascending;
+  // dir (1 or -1) forces the direction.
+  sortBy(key, dir) {
+    const col = this.columns.find(c => c.key === key);
+    if (dir) { this.sortKey = key; this.sortDir = dir; }
+    else if (this.sortKey === key) this.sortDir = -this.sortDir;
+    else { this.sortKey = key; this.sortDir = col && col.num ? -1 : 1; }
     this.sortView();
     for (const h of this.head.children) h.setAttribute("aria-sort", h.dataset.key === key ? (this.sortDir > 0 ? "ascending" : "descending") : "none");
     this.render(true);
@@ -132,7 +147,7 @@ class VirtualTable {
         const c = this.columns[j];
         const v = c.render ? c.render(row) : row[c.key];
         const cell = r.children[j];
-        if (v instanceof Node) cell.replaceChildren(v); else cell.textContent = v;
+        if (v instanceof Node) { cell.replaceChildren(v); cell.title = v.textContent; } else { cell.textContent = v; cell.title = v; }
       }
     }
   }

@@ -32,6 +32,12 @@ import (
 // token the hub accepts. It is never listed or served.
 const GatedFile = ".quantscope-gated"
 
+// RevisionsFile, in a repo's folder, names the revisions (branches, tags)
+// the folder's content answers to besides "main" and its commit id, one a
+// line. Any other revision is a 404 "revision not found", as on the hub.
+// It is never listed or served.
+const RevisionsFile = ".quantscope-revisions"
+
 // Fault is what the fault hook tells the server to do with one request.
 type Fault struct {
 	Status      int           // answer with this status (429, 500, ...) and no body
@@ -411,7 +417,36 @@ func (s *Server) repo(w http.ResponseWriter, r *http.Request, rt route) (string,
 		httpError(w, http.StatusInternalServerError, err.Error())
 		return "", nil, false
 	}
+	if rt.rev != "" && !knownRevision(dir, files, rt.rev) {
+		revisionNotFound(w, rt.rev)
+		return "", nil, false
+	}
 	return dir, files, true
+}
+
+// knownRevision tells whether a repo folder answers to rev: "main", the
+// commit id of its files, or a name in its RevisionsFile.
+func knownRevision(dir string, files []entry, rev string) bool {
+	if rev == "main" || rev == commit(files) {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join(dir, RevisionsFile))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(line) == rev {
+			return true
+		}
+	}
+	return false
+}
+
+// revisionNotFound answers as the hub does for a branch, tag or commit the
+// repo does not have.
+func revisionNotFound(w http.ResponseWriter, rev string) {
+	w.Header().Set("X-Error-Code", "RevisionNotFound")
+	httpError(w, http.StatusNotFound, "Revision not found: "+rev)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -428,6 +463,10 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request, rt route) (dir str
 		return "", entry{}, "", false
 	}
 	if !s.authorized(w, r, dir) {
+		return "", entry{}, "", false
+	}
+	if !knownRevision(dir, s.cachedFiles(dir), rt.rev) {
+		revisionNotFound(w, rt.rev)
 		return "", entry{}, "", false
 	}
 	p := rt.path

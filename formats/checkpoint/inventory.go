@@ -16,7 +16,8 @@ type Summary struct {
 	BytesByDType     map[string]uint64 `json:"bytes_by_dtype"`
 	BytesByFormat    map[string]uint64 `json:"bytes_by_format"` // module bytes (scales included) by the module's format
 	BytesByKind      map[string]uint64 `json:"bytes_by_kind"`   // experts, attention, mlp, embedding, norm, head, other
-	Parameters       uint64            `json:"parameters"`
+	Parameters       uint64            `json:"parameters"`      // modules' parameters, biases included
+	BiasParameters   uint64            `json:"bias_parameters"` // the part of Parameters in biases
 	ParamsByFormat   map[string]uint64 `json:"parameters_by_format"`
 	BitsPerWeight    float64           `json:"bits_per_weight"`
 	Modules          int               `json:"modules"`
@@ -85,6 +86,7 @@ func (c *Checkpoint) inventory(withTensors bool) *Inventory {
 			s.QuantizedModules++
 		}
 		s.Parameters += m.Parameters
+		s.BiasParameters += m.BiasParameters
 		addMaps(s.ParamsByFormat, m.ParametersByFormat())
 		s.BytesByFormat[m.Format] += m.Bytes
 		s.BytesByKind[m.Kind] += m.Bytes

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -216,6 +217,7 @@ func (b *countingBody) Close() error { return b.r.Close() }
 // On success the response is 200 or 206 and its body is counted.
 func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta, error) {
 	m := meta{size: -1}
+	var visited []string
 	for hop := 0; ; hop++ {
 		req := Request{URL: u, Range: rng}
 		if c.token != "" && sameHost(u, c.endpoint) {
@@ -246,19 +248,36 @@ func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta,
 		case 301, 302, 303, 307, 308:
 			loc := resp.Get("location")
 			drain(resp.Body, c)
-			if loc == "" || hop >= maxRedirects {
-				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: "redirect without a usable Location"}
+			if loc == "" {
+				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: "redirect without a Location"}
 			}
 			next, err := url.Parse(loc)
 			if err != nil {
 				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: "bad Location " + loc}
 			}
 			base, _ := url.Parse(u)
-			u = base.ResolveReference(next).String()
+			to := base.ResolveReference(next).String()
+			if slices.Contains(visited, to) || to == u {
+				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: loopMessage(u, to)}
+			}
+			if hop >= maxRedirects {
+				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: fmt.Sprintf("more than %d redirects", maxRedirects)}
+			}
+			visited = append(visited, u)
+			u = to
 			continue
 		}
 		return nil, m, c.statusError(u, resp)
 	}
+}
+
+// loopMessage names a redirect loop: a URL that redirects to itself, or
+// back to one already visited.
+func loopMessage(from, to string) string {
+	if from == to {
+		return "redirect loop: the URL redirects to itself"
+	}
+	return "redirect loop: redirected back to " + redact(to)
 }
 
 // redirectTarget sends one GET (asking for a single byte) and reports where
@@ -297,7 +316,11 @@ func (c *Client) redirectTarget(ctx context.Context, u string) (string, meta, er
 			return "", m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: "redirect without a usable Location"}
 		}
 		base, _ := url.Parse(u)
-		return base.ResolveReference(next).String(), m, nil
+		to := base.ResolveReference(next).String()
+		if to == u {
+			return "", m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: loopMessage(u, to)}
+		}
+		return to, m, nil
 	}
 	return "", m, c.statusError(u, resp)
 }
@@ -329,6 +352,9 @@ func (c *Client) statusError(u string, resp *Response) *HTTPError {
 		e.Msg = fmt.Sprintf("the repo is gated or private and needs %s: pass --token or set HF_TOKEN", what)
 	case 404:
 		e.Msg = "not found"
+		if resp.Get("x-error-code") == "RevisionNotFound" {
+			e.Msg, msg = "revision not found (the repo has no such branch, tag or commit)", ""
+		}
 	case 416:
 		e.Msg = "range not satisfiable (" + resp.Get("content-range") + ")"
 	case 429:

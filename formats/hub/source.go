@@ -21,8 +21,8 @@ import (
 
 // File is one file of a repo.
 type File struct {
-	Path string // slash-separated, relative to the repo root
-	Size int64
+	Path string `json:"path"` // slash-separated, relative to the repo root
+	Size int64  `json:"size"` // bytes; -1 when the listing did not say
 }
 
 // Source is a checkpoint's files.

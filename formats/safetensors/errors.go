@@ -26,6 +26,7 @@ const (
 	RuleFileSize     = "file-size"     // last end + 8 + N differs from the file size
 	RuleDuplicateKey = "duplicate-key"
 	RuleEmptyName    = "empty-name"
+	RuleNameControl  = "name-control"
 )
 
 // MaxHeaderLen is the largest header the reader accepts (the Rust reference's limit).

@@ -21,6 +21,8 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(raw(`{"__metadata__":{"format":"pt"},"a":{"dtype":"F4","shape":[2,2],"data_offsets":[0,2]}}`, 2))
 	f.Add(raw(`{"a":{"dtype":"BF16","shape":[],"data_offsets":[0,2]},"b":{"dtype":"I64","shape":[0],"data_offsets":[2,2]}}`, 2))
+	f.Add(raw(`{"a\u000ab":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1))
+	f.Add(raw("{\"a\x7fb\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := Parse("fuzz", data)
 		h2, err2 := Read(bytes.NewReader(data), int64(len(data)), "fuzz")
@@ -40,6 +42,9 @@ func FuzzParse(f *testing.F) {
 		var pos uint64
 		for i := range h.Tensors {
 			tt := &h.Tensors[i]
+			if controlAt(tt.Name) >= 0 {
+				t.Fatalf("name %q with a control character accepted", tt.Name)
+			}
 			if tt.Begin != pos || tt.NBytes()*8 != tt.Elements()*tt.DType.Bits() {
 				t.Fatalf("invariant broken at %q", tt.Name)
 			}

@@ -4,9 +4,9 @@
 // The reader is hardened against hostile headers: every allocation is bounded
 // by the file's size or MaxHeaderLen before it is made, size arithmetic is
 // checked for overflow, and every rule of the format (contiguous offsets, sizes
-// that match dtype × shape, no duplicate keys, a data section that ends where
-// the file ends) is enforced with a *FormatError naming the file, the tensor
-// and the rule. It never reads tensor data; callers get offsets and sections.
+// that match dtype × shape, no duplicate keys, no control characters in names,
+// a data section that ends where the file ends) is enforced with a
+// *FormatError naming the file, the tensor and the rule. It never reads tensor data; callers get offsets and sections.
 package safetensors
 
 import (
@@ -197,6 +197,11 @@ func parseJSON(file string, js []byte, size int64) (*Header, error) {
 			switch {
 			case key == "":
 				return nil, &FormatError{File: file, Offset: keyAt, Rule: RuleEmptyName, Msg: "empty tensor name"}
+			case controlAt(key) >= 0:
+				i := controlAt(key)
+				r, _ := utf8.DecodeRuneInString(key[i:])
+				return nil, &FormatError{File: file, Tensor: key, Offset: keyAt, Rule: RuleNameControl,
+					Msg: fmt.Sprintf("tensor name holds the control character U+%04X at byte %d (it would forge lines in a terminal or a report)", r, i)}
 			case key == "__metadata__":
 				if seenMeta {
 					return nil, &FormatError{File: file, Offset: keyAt, Rule: RuleDuplicateKey, Msg: "__metadata__ appears twice"}
@@ -455,4 +460,15 @@ func cmpOffsets(a, b Tensor) int {
 		return 1
 	}
 	return 0
+}
+
+// controlAt is the byte index of the first control character in a name
+// (C0, DEL or C1), or -1.
+func controlAt(name string) int {
+	for i, r := range name {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return i
+		}
+	}
+	return -1
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/packing"
+	"github.com/quantscope/quantscope/formats/safetensors"
 )
 
 // TensorReader gives the bytes of tensors by name.
@@ -252,10 +253,22 @@ func (d *dq) scaleGrid(t *TensorInfo, groupCols int, block []int) (*grid, error)
 	if err != nil {
 		return nil, err
 	}
-	if g.vals, err = d.floats(t, b); err != nil {
+	if g.vals, err = d.scaleFloats(t, b); err != nil {
 		return nil, err
 	}
 	return g, nil
+}
+
+// scaleFloats decodes scale bytes. The MX formats store their E8M0 block
+// scales in U8 carriers as often as in F8_E8M0: either way each byte is the
+// exponent of a power of two, not an integer.
+func (d *dq) scaleFloats(t *TensorInfo, b []byte) ([]float32, error) {
+	if t.DType == safetensors.U8 && (d.m.Format == FormatMXFP4 || d.m.Format == FormatMXFP8) {
+		v := make([]float32, len(b))
+		numeric.DecodeE8M0(v, b)
+		return v, nil
+	}
+	return d.floats(t, b)
 }
 
 func (d *dq) nvfp4() ([]float32, error) {

@@ -68,13 +68,19 @@ type Module struct {
 	GroupSize int   `json:"group_size,omitempty"`
 	Block     []int `json:"block,omitempty"` // FP8 block scales: rows × cols a scale
 	// WeightShape is the logical shape; for linear layers [out, in].
-	WeightShape   []uint64          `json:"weight_shape"`
-	ShapeInferred bool              `json:"shape_inferred,omitempty"` // weight_shape values were not read
-	Parameters    uint64            `json:"parameters"`
-	Bytes         uint64            `json:"bytes"`
-	Quantized     bool              `json:"quantized"`
-	Symmetric     bool              `json:"symmetric,omitempty"`
-	Tensors       map[string]string `json:"tensors"` // role → tensor name
+	WeightShape   []uint64 `json:"weight_shape"`
+	ShapeInferred bool     `json:"shape_inferred,omitempty"` // weight_shape values were not read
+	// Parameters is the weight's logical elements (the product of
+	// WeightShape) plus BiasParameters.
+	Parameters uint64 `json:"parameters"`
+	// BiasParameters is the part of Parameters outside WeightShape: the
+	// elements of the bias (and any other unquantized float tensor of the
+	// module), counted as parameters as model cards count them.
+	BiasParameters uint64            `json:"bias_parameters"`
+	Bytes          uint64            `json:"bytes"`
+	Quantized      bool              `json:"quantized"`
+	Symmetric      bool              `json:"symmetric,omitempty"`
+	Tensors        map[string]string `json:"tensors"` // role → tensor name
 	// InverseScale: FP8 scales are divisors (GPT-QModel's own export), not multipliers.
 	InverseScale bool `json:"inverse_scale,omitempty"`
 	packLayout   packing.CTLayout
@@ -279,7 +285,8 @@ func classify(m *Module, s *Scheme, shapes ShapeValues) {
 			p *= d
 		}
 	}
-	m.Parameters = p + sumValues(m.extraParams)
+	m.BiasParameters = sumValues(m.extraParams)
+	m.Parameters = p + m.BiasParameters
 }
 
 func withLast(shape []uint64, f func(uint64) uint64) []uint64 {

@@ -56,6 +56,8 @@ func (m *Module) AppendJSON(b []byte, withTensors bool) []byte {
 	}
 	b = append(b, `,"parameters":`...)
 	b = strconv.AppendUint(b, m.Parameters, 10)
+	b = append(b, `,"bias_parameters":`...)
+	b = strconv.AppendUint(b, m.BiasParameters, 10)
 	b = append(b, `,"bytes":`...)
 	b = strconv.AppendUint(b, m.Bytes, 10)
 	b = append(b, `,"quantized":`...)

@@ -106,7 +106,7 @@ func (d *dq) sampleE2M1(s *Sample) error {
 	if err != nil {
 		return err
 	}
-	if s.Scales, err = d.floats(sc, sb); err != nil {
+	if s.Scales, err = d.scaleFloats(sc, sb); err != nil {
 		return err
 	}
 	if d.m.Format == FormatNVFP4 {

@@ -129,11 +129,24 @@ type SampleView struct {
 	Histogram      Histogram    `json:"histogram"`
 	ScaleHistogram Histogram    `json:"scale_histogram"`
 	Bytes          int64        `json:"bytes_fetched"` // the whole session's traffic so far
+	// SampleBytes and SampleRequests are what this sample alone cost (body
+	// bytes and HTTP requests; 0 when its bytes were already cached).
+	SampleBytes    int64 `json:"sample_bytes"`
+	SampleRequests int64 `json:"sample_requests"`
+	// ScaleNote says why the scale plot is empty or partial: no scales
+	// (a dense weight), or scales that are 0 or not finite (no log2).
+	ScaleNote string `json:"scale_note,omitempty"`
 }
 
 // Sample decodes rows [rowStart, rowStart+rows) of a module (or of the module
 // holding a tensor of that name).
 func (s *Session) Sample(name string, rowStart, rows int) (*SampleView, error) {
+	return s.SampleWindow(name, rowStart, rows, 0)
+}
+
+// SampleWindow is Sample from input column colStart: GPTQ and AWQ decode
+// the SampleWindow columns from there; other layouts decode whole rows.
+func (s *Session) SampleWindow(name string, rowStart, rows, colStart int) (*SampleView, error) {
 	m, ok := s.ck.Module(name)
 	if !ok {
 		return nil, fmt.Errorf("no module or tensor %q", name)
@@ -144,22 +157,58 @@ func (s *Session) Sample(name string, rowStart, rows int) (*SampleView, error) {
 		return nil, fmt.Errorf("module %q: rows %d:%d outside 0:%d", m.Name, rowStart, rowStart+rows, total)
 	}
 	hi := min(uint64(rowStart+rows), total)
-	c1 := int(cols)
+	c0, c1 := 0, int(cols)
 	if m.Layout == scheme.LayoutGPTQ || m.Layout == scheme.LayoutGPTQv2 || m.Layout == scheme.LayoutAWQ {
-		c1 = min(c1, SampleWindow)
+		if colStart < 0 || uint64(colStart) >= cols {
+			return nil, fmt.Errorf("module %q: column %d outside 0:%d", m.Name, colStart, cols)
+		}
+		c0, c1 = colStart, min(c1, colStart+SampleWindow)
 	}
-	smp, err := scheme.SampleRows(m, s.ck, rowStart, int(hi), 0, c1)
+	var before hub.Stats
+	st, counted := s.src.(hub.StatsSource)
+	if counted {
+		before = st.Stats()
+	}
+	smp, err := scheme.SampleRows(m, s.ck, rowStart, int(hi), c0, c1)
 	if err != nil {
 		return nil, err
 	}
 	v := &SampleView{Sample: smp, Format: m.Format, Layout: m.Layout}
 	v.Stats = scheme.ValueStats(smp.Values)
 	v.Histogram = histogram(smp.Values, v.Stats, 48)
-	v.ScaleHistogram = log2Histogram(smp.Scales, 32)
-	if st, ok := s.src.(hub.StatsSource); ok {
-		v.Bytes = st.Stats().Bytes
+	v.ScaleHistogram, v.ScaleNote = scaleHistogram(m, smp.Scales)
+	if counted {
+		after := st.Stats()
+		v.Bytes = after.Bytes
+		v.SampleBytes, v.SampleRequests = after.Bytes-before.Bytes, after.Requests-before.Requests
 	}
 	return v, nil
+}
+
+// scaleHistogram is the log2 histogram of the scales, with a note when it
+// is empty or leaves some out; an empty one has no counts (and no made-up
+// axis).
+func scaleHistogram(m *scheme.Module, scales []float32) (Histogram, string) {
+	if len(scales) == 0 {
+		if m.Format == scheme.FormatNone || !m.Quantized {
+			return Histogram{Log2: true}, "stored unquantized (" + m.Format + "): no scales"
+		}
+		return Histogram{Log2: true}, "this layout stores no scales"
+	}
+	bad := 0
+	for _, x := range scales {
+		if x == 0 || x != x || math.IsInf(float64(x), 0) {
+			bad++
+		}
+	}
+	if bad == len(scales) {
+		return Histogram{Log2: true}, fmt.Sprintf("all %d scales of these rows are 0 or not finite: nothing to draw on a log2 axis", len(scales))
+	}
+	note := ""
+	if bad > 0 {
+		note = fmt.Sprintf("%d of %d scales are 0 or not finite, left out of the log2 axis", bad, len(scales))
+	}
+	return log2Histogram(scales, 32), note
 }
 
 // Close releases the session's readers.

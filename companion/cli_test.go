@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/quantscope/quantscope/synth"
+)
+
+// Every command's --help (and -h, and `help CMD`) prints its usage and
+// every flag on stdout and exits 0.
+func TestCommandHelp(t *testing.T) {
+	flags := map[string][]string{
+		"inspect": {"-json", "-endpoint", "-revision", "-token"},
+		"decode":  {"-json", "-rows", "-out", "-endpoint", "-revision", "-token"},
+		"serve":   {"-addr", "-demo", "-hub", "-wasm"},
+		"hub":     {"-addr", "-latency"},
+		"demo":    {},
+	}
+	for cmd, want := range flags {
+		for _, args := range [][]string{{cmd, "--help"}, {cmd, "-h"}, {"help", cmd}, {cmd, "--json", "--help"}} {
+			if cmd != "inspect" && cmd != "decode" && len(args) == 3 {
+				continue
+			}
+			out, stderr, code := runMain(t, args...)
+			if code != 0 || stderr != "" || !strings.HasPrefix(out, "usage: quantscope "+cmd) {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, stderr)
+				continue
+			}
+			for _, f := range want {
+				if !strings.Contains(out, "  "+f+" ") && !strings.Contains(out, "  "+f+"\n") {
+					t.Errorf("%v: flag %s not listed:\n%s", args, f, out)
+				}
+			}
+		}
+	}
+}
+
+// `quantscope version` and `--version` print the module version from the
+// build information and the Go version, and exit 0.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"version", "--version"} {
+		out, stderr, code := runMain(t, arg)
+		if code != 0 || stderr != "" || !strings.HasPrefix(out, "quantscope ") || !strings.Contains(out, runtime.Version()) ||
+			strings.Count(out, "\n") != 1 {
+			t.Errorf("%s: exit %d, %q %q", arg, code, out, stderr)
+		}
+	}
+	if !strings.Contains(usage, "version") {
+		t.Error("the usage does not list version")
+	}
+}
+
+// Every key of inspect --json is snake_case, files[] included.
+func TestInspectJSONFilesKeys(t *testing.T) {
+	src := filepath.Join(demo(t), synth.Org, "DeepSeek-tiny-FP8")
+	out, stderr, code := runMain(t, "inspect", "--json", src)
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var doc struct {
+		Files []map[string]any `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Files) == 0 {
+		t.Fatal("no files[]")
+	}
+	for _, f := range doc.Files {
+		if _, ok := f["path"].(string); !ok || len(f) != 2 {
+			t.Fatalf("files[] entry %v: want {path, size}", f)
+		}
+		if n, ok := f["size"].(float64); !ok || n <= 0 {
+			t.Fatalf("files[] entry %v: want {path, size}", f)
+		}
+	}
+	var keys func(v any)
+	keys = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if k != strings.ToLower(k) {
+					t.Errorf("key %q is not snake_case", k)
+				}
+				keys(e)
+			}
+		case []any:
+			for _, e := range x {
+				keys(e)
+			}
+		}
+	}
+	var all any
+	json.Unmarshal([]byte(out), &all)
+	for k, v := range all.(map[string]any) {
+		if k == "summary" { // its maps are keyed by format, dtype and kind names
+			continue
+		}
+		keys(v)
+	}
+}
+
+// The CLI's errors say what is wrong in the user's words.
+func TestCLIErrorWording(t *testing.T) {
+	dir := demo(t)
+	src := filepath.Join(dir, synth.Org, "Llama-tiny-NVFP4")
+	missing := filepath.Join(t.TempDir(), "no-such-dir")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"decode", "--rows", "5:2", src, "model.layers.0.mlp.up_proj"}, `--rows "5:2": reversed`},
+		{[]string{"inspect", missing}, "no such file or directory: " + missing},
+		{[]string{"inspect", "./no-such-dir"}, "no such file or directory: ./no-such-dir"},
+		{[]string{"inspect", "no-such.safetensors"}, "no such file or directory: no-such.safetensors"},
+		{[]string{"decode", missing + "/model.safetensors", "x"}, "no such file or directory: " + missing + "/model.safetensors"},
+	} {
+		_, stderr, code := runMain(t, c.args...)
+		if first, _, _ := strings.Cut(stderr, "\n"); code != 1 || !strings.HasPrefix(first, "error: ") || !strings.Contains(first, c.want) {
+			t.Errorf("%v: exit %d, %q, want error: %s", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// An unknown revision on a hub is reported as such, not answered with main.
+func TestUnknownRevisionProcess(t *testing.T) {
+	dir := t.TempDir()
+	r := synth.AWQInt4()
+	r.WriteDir(filepath.Join(dir, r.ID))
+	url := startMain(t, "hub", "--addr", "127.0.0.1:0", dir)
+	if _, stderr, code := runMain(t, "inspect", "--endpoint", url, r.ID+"@main"); code != 0 {
+		t.Fatalf("@main: %d %s", code, stderr)
+	}
+	for _, args := range [][]string{{r.ID + "@nope"}, {"--revision", "nope", r.ID}, {url + "/" + r.ID + "/tree/nope"}} {
+		out, stderr, code := runMain(t, append([]string{"inspect", "--endpoint", url}, args...)...)
+		if code != 1 || out != "" || !strings.Contains(stderr, "revision not found") {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+}
+
+// manyExcludes writes the mislabeled demo repo with the 245 exclude_modules
+// of nvidia/DeepSeek-R1-FP4's hf_quant_config.json (seed 004's shape).
+func manyExcludes(t *testing.T, dir string) string {
+	t.Helper()
+	r := synth.Mislabeled()
+	p := filepath.Join(dir, r.ID)
+	if err := r.WriteDir(p); err != nil {
+		t.Fatal(err)
+	}
+	var ex []string
+	for i := range 61 {
+		ex = append(ex, fmt.Sprintf("model.layers.%d.self_attn*", i))
+		if i >= 3 {
+			ex = append(ex, fmt.Sprintf("model.layers.%d.mlp.gate", i))
+		}
+		ex = append(ex, fmt.Sprintf("model.layers.%d.input_layernorm", i), fmt.Sprintf("model.layers.%d.post_attention_layernorm", i))
+	}
+	ex = append(ex, "model.norm", "model.embed_tokens", "lm_head", "model.layers.61*")
+	cfg := map[string]any{"producer": map[string]any{"name": "modelopt", "version": "0.27.1"},
+		"quantization": map[string]any{"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ex}}
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(p, "hf_quant_config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// 245 exclusion entries print as a few patterns; --json keeps every entry
+// and adds the grouped form.
+func TestSchemeExclusionSummary(t *testing.T) {
+	src := manyExcludes(t, t.TempDir())
+	out, stderr, code := runMain(t, "inspect", src)
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	line := strings.Split(out, "\n")[2]
+	for _, w := range []string{"model.layers.N.self_attn* (N in 0–60: 61)", "model.layers.N.mlp.gate (N in 3–60: 58)", "model.layers.61*", "lm_head"} {
+		if !strings.Contains(line, w) {
+			t.Errorf("scheme line lacks %q: %s", w, line)
+		}
+	}
+	if len(line) > 400 {
+		t.Errorf("scheme line is %d characters", len(line))
+	}
+	js, _, _ := runMain(t, "inspect", "--json", src)
+	var doc struct {
+		Scheme struct {
+			ExcludeModules []string `json:"exclude_modules"`
+			ExcludeSummary []struct {
+				Pattern string
+				Count   int
+				Layers  string
+			} `json:"exclude_summary"`
+		}
+	}
+	json.Unmarshal([]byte(js), &doc)
+	if len(doc.Scheme.ExcludeModules) != 245 || len(doc.Scheme.ExcludeSummary) != 8 || doc.Scheme.ExcludeSummary[0].Count != 61 {
+		t.Errorf("--json scheme: %d entries, summary %+v", len(doc.Scheme.ExcludeModules), doc.Scheme.ExcludeSummary)
+	}
+}
