@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/chromedp/chromedp v0.23.0
+	github.com/gorilla/websocket v1.5.3
 	github.com/hack-pad/safejs v0.1.1
 	github.com/x448/float16 v0.8.4
 )
@@ -11,5 +12,4 @@ require (
 require (
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
-	github.com/gorilla/websocket v1.5.3 // indirect
 )
