@@ -34,7 +34,7 @@ type companion struct {
 
 // companionFlags are serve's companion options.
 type companionFlags struct {
-	origins                []string
+	origins                 []string
 	maxJobs, maxJobsPerConn int
 }
 

@@ -33,8 +33,8 @@ type entry struct {
 	ck    *checkpoint.Checkpoint
 	err   error
 	end   context.CancelFunc // ends ck's reads (a remote file's reads are bound to its load's context)
-	refs  int       // jobs using ck
-	idle  time.Time // when refs last dropped to 0
+	refs  int                // jobs using ck
+	idle  time.Time          // when refs last dropped to 0
 }
 
 func newCache(ttl time.Duration, load Loader) *cache {
