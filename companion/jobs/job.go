@@ -84,7 +84,7 @@ func (j *job) reportProgress(stop <-chan struct{}) {
 			return
 		case now := <-t.C:
 			j.mu.Lock()
-			if !j.answered && (j.version != sentVersion || now.Sub(lastSent) >= heartbeatEvery) {
+			if !j.answered && (j.version != sentVersion || now.Sub(lastSent) >= heartbeatEvery-progressEvery/2) {
 				b, _ := proto.Encode(proto.Progress{ID: j.id, Phase: j.phase, Done: j.done, Total: j.total,
 					ElapsedMS: now.Sub(j.start).Milliseconds(), Note: j.note})
 				j.conn.enqueue([]outgoing{{websocket.TextMessage, b}})
