@@ -33,7 +33,7 @@ test: vet
 
 # The concurrent parts again under the race detector.
 race:
-	$(GO) test -race -count=1 ./formats/hub ./formats/checkpoint ./companion/localhub ./wasm/session
+	$(GO) test -race -count=1 ./formats/hub ./formats/checkpoint ./companion/localhub ./companion/jobs ./wasm/session
 
 # Speed as ratios against a memmove measured in the same run.
 bench:

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -107,7 +108,7 @@ func (j *job) run(ctx context.Context, s proto.Submit, op ops.Op) {
 	defer func() {
 		if p := recover(); p != nil {
 			j.finish(proto.Error{ID: j.id, Code: proto.CodeFailed, Message: fmt.Sprintf("internal error in %s: %v", s.Op, p)})
-			fmt.Printf("quantscope: job %s (%s) panicked: %v\n%s", j.id, s.Op, p, debug.Stack())
+			fmt.Fprintf(os.Stderr, "quantscope: job %s (%s) panicked: %v\n%s", j.id, s.Op, p, debug.Stack())
 		}
 	}()
 	j.set("headers", 0, 0)
