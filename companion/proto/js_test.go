@@ -63,7 +63,13 @@ func TestJSParserAgreesWithGo(t *testing.T) {
 	b, _ := json.Marshal(frames) // []byte as base64
 	os.WriteFile(in, b, 0o644)
 	script := filepath.Join(dir, "run.js")
-	js, _ := filepath.Abs("../../web/companion.js")
+	// Read through os so that go test's cache knows the test depends on it.
+	src, err := os.ReadFile("../../web/companion.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(dir, "companion.js")
+	os.WriteFile(js, src, 0o644)
 	os.WriteFile(script, []byte(`
 const { parseFrame } = require(`+jsString(js)+`);
 const frames = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
