@@ -85,8 +85,8 @@ if (typeof window !== "undefined") (function () {
     st.dataset.state = d.connected ? "connected" : (ws ? "connecting" : "off");
     if (d.connected) {
       const gpus = d.info.gpus.length ? d.info.gpus.map(g => g.name + " (" + (g.memory_bytes / 2 ** 30).toFixed(0) + " GiB)").join(", ") : "no GPU";
-      st.textContent = "companion: " + d.info.backends.join(", ") + " · " + d.info.cpu_cores + " cores · " + gpus;
-      st.title = "quantscope " + d.info.program + ", protocol " + d.info.protocol + "; operations: " + d.info.ops.join(", ");
+      st.textContent = "companion: " + d.info.backends.join(", ") + " · " + gpus;
+      st.title = "quantscope " + d.info.program + " (protocol " + d.info.protocol + ") on " + d.info.cpu_cores + " CPU cores; operations: " + d.info.ops.join(", ");
     } else {
       st.textContent = ws ? "companion: connecting…" : "no companion" + (d.error ? " (" + d.error + ")" : "");
       st.title = "Run `quantscope serve` and open the URL it prints, or set the companion in Settings.";
