@@ -2,7 +2,7 @@
 //
 //	quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
 //	quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
-//	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
+//	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]...
 //	quantscope hub     [--addr 127.0.0.1:8090] DIR
 //
 // Bad input of any kind exits with status 1 and one line `error: ...` on
@@ -27,7 +27,8 @@ const usage = `quantscope: what is really inside a quantized checkpoint
 usage:
   quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
   quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
-  quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
+  quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]...
+                     prints the page's URL with a per-launch token; /ws is the companion
   quantscope hub     [--addr 127.0.0.1:8090] DIR
   quantscope demo    DIR        write the generated demo repos under DIR
 
