@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -100,6 +101,19 @@ func (c *cache) get(ctx context.Context, s proto.Submit, progress func(checkpoin
 func (c *cache) loadFor(ctx context.Context, s proto.Submit, progress func(checkpoint.Progress), e *entry) (*checkpoint.Checkpoint, error) {
 	lctx, end := context.WithCancel(c.base)
 	stop := context.AfterFunc(ctx, end)
+	defer func() {
+		if p := recover(); p != nil { // no job may wait forever on a load that panicked
+			end()
+			c.mu.Lock()
+			if c.entries[cacheKey{s.Source, s.Revision, s.Endpoint, s.HubToken}] == e {
+				delete(c.entries, cacheKey{s.Source, s.Revision, s.Endpoint, s.HubToken})
+			}
+			e.err = fmt.Errorf("loading %s: internal error: %v", s.Source, p)
+			close(e.ready)
+			c.mu.Unlock()
+			panic(p)
+		}
+	}()
 	ck, err := c.load(lctx, s, progress)
 	if !stop() { // the job was cancelled while loading
 		if err == nil {

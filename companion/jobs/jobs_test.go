@@ -84,6 +84,9 @@ func newFixture(t *testing.T, opt Options, delay time.Duration) *fixture {
 	opt.Backend = cpu.New()
 	opt.Load = func(ctx context.Context, s proto.Submit, progress func(checkpoint.Progress)) (*checkpoint.Checkpoint, error) {
 		f.loads.Add(1)
+		if s.Source == "panics" {
+			panic("loader bug")
+		}
 		for i := range 4 {
 			progress(checkpoint.Progress{ShardsDone: i, Shards: 4})
 			select {
@@ -281,6 +284,14 @@ func TestErrorsCarryRuleAndTensor(t *testing.T) {
 	c.send(sub("p", "test-panic", ""))
 	if res, _ := c.final("p"); !strings.Contains(res.(proto.Error).Message, "internal error in test-panic") {
 		t.Errorf("panic: %+v", res)
+	}
+	// A loader that panics fails its job, and the next job on that source
+	// is not left waiting for it.
+	for _, id := range []string{"lp1", "lp2"} {
+		c.send(proto.Submit{ID: id, Op: "test-arrays", Source: "panics"})
+		if res, _ := c.final(id); !strings.Contains(res.(proto.Error).Message, "internal error") {
+			t.Errorf("%s: %+v", id, res)
+		}
 	}
 	// The connection survives all of it.
 	c.send(sub("ok", "test-arrays", ""))
