@@ -103,4 +103,29 @@ func TestCompanionPage(t *testing.T) {
 	}
 }
 
+// A companion started without --demo serves a page served elsewhere when
+// started with that page's origin, and refuses it otherwise.
+func TestCompanionForPageElsewhere(t *testing.T) {
+	page, _ := serveToken(t, "--demo")
+	other, otherToken := serveToken(t)
+	allowed, allowedToken := serveToken(t, "--allow-origin", page)
+	ctx := newBrowser(t, 1200, 800)
+	do(t, ctx, chromedp.Navigate(page+"/"))
+	waitJS(t, ctx, `window.companion && document.getElementById("companion-status").dataset.state === "off"`, 20*time.Second)
+	eval[bool](t, ctx, `(companion.connect(`+jsQuote(other)+`, `+jsQuote(otherToken)+`), true)`)
+	waitJS(t, ctx, `document.getElementById("companion-status").textContent.includes("refused")`, 10*time.Second)
+	eval[bool](t, ctx, `(companion.connect(`+jsQuote(allowed)+`, `+jsQuote(allowedToken)+`), true)`)
+	waitJS(t, ctx, "companion.connected()", 10*time.Second)
+	// The job reads the page's own hub (the default endpoint there), from
+	// the companion's process.
+	repo := synth.Org + "/DeepSeek-tiny-FP8"
+	res, err := chromedp.Run(ctx, chromedp.Evaluate[string](`companion.submit("inventory", `+jsQuote(repo)+`, "", "", {}, null, {endpoint: location.origin}).then(r => r.note)`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res, "read over the network from "+repo) {
+		t.Errorf("note %q", res)
+	}
+}
+
 func jsQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
