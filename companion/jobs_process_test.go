@@ -173,7 +173,7 @@ func TestCompanionJobs(t *testing.T) {
 			lastDone = p.Done
 		}
 	}
-	// The companion sends every 100-200 ms; on a loaded machine its ticker
+	// The companion sends every 100 ms; on a loaded machine its ticker
 	// goroutine can be starved for longer, so the promise is checked on 90%
 	// of the gaps (server clock) and the largest is reported.
 	slices.Sort(gaps)

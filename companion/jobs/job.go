@@ -16,12 +16,11 @@ import (
 	"github.com/quantscope/quantscope/formats/hub"
 )
 
-// Progress pacing: the latest state at most every progressEvery, and a
-// heartbeat when nothing changed for heartbeatEvery (< the promised 250 ms).
-const (
-	progressEvery  = 100 * time.Millisecond
-	heartbeatEvery = 200 * time.Millisecond
-)
+// Progress pacing: the latest state every progressEvery, whether or not it
+// changed (a silent op gets a heartbeat), coalescing however often the op
+// reports; the promise to clients is one at least every 250 ms, which leaves
+// 150 ms for a busy machine's scheduling.
+const progressEvery = 100 * time.Millisecond
 
 // job is one submitted operation.
 type job struct {
@@ -36,21 +35,18 @@ type job struct {
 	note     string
 	done     int64
 	total    int64
-	version  uint64
 }
 
 // set records progress; it never blocks on the network.
 func (j *job) set(phase string, done, total int64) {
 	j.mu.Lock()
 	j.phase, j.done, j.total = phase, done, total
-	j.version++
 	j.mu.Unlock()
 }
 
 func (j *job) setNote(note string) {
 	j.mu.Lock()
 	j.note = note
-	j.version++
 	j.mu.Unlock()
 }
 
@@ -72,24 +68,21 @@ func (j *job) finish(msg proto.Message, frames ...outgoing) {
 	j.conn.answered(j)
 }
 
-// reportProgress sends the latest state every progressEvery when it
-// changed, and every heartbeatEvery regardless, until stop is closed.
+// reportProgress sends the latest state every progressEvery until stop is
+// closed.
 func (j *job) reportProgress(stop <-chan struct{}) {
 	t := time.NewTicker(progressEvery)
 	defer t.Stop()
-	var sentVersion uint64
-	lastSent := time.Now()
 	for {
 		select {
 		case <-stop:
 			return
-		case now := <-t.C:
+		case <-t.C:
 			j.mu.Lock()
-			if !j.answered && (j.version != sentVersion || now.Sub(lastSent) >= heartbeatEvery-progressEvery/2) {
+			if !j.answered {
 				b, _ := proto.Encode(proto.Progress{ID: j.id, Phase: j.phase, Done: j.done, Total: j.total,
-					ElapsedMS: now.Sub(j.start).Milliseconds(), Note: j.note})
+					ElapsedMS: time.Since(j.start).Milliseconds(), Note: j.note})
 				j.conn.enqueue([]outgoing{{websocket.TextMessage, b}})
-				sentVersion, lastSent = j.version, now
 			}
 			j.mu.Unlock()
 		}
