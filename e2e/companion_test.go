@@ -50,7 +50,7 @@ func serveToken(t *testing.T, args ...string) (base, token string) {
 // The page opened with the URL `serve` prints connects to the companion with
 // the token from its URL, removes the token from the address bar (keeping
 // the deep link), shows what the companion runs on, and runs a job through
-// companion.submit.
+// companion.submit; then a companion without --demo serves it only with --allow-origin.
 func TestCompanionPage(t *testing.T) {
 	base, token := serveToken(t, "--demo")
 	ctx := newBrowser(t, 1366, 900)
@@ -101,30 +101,24 @@ func TestCompanionPage(t *testing.T) {
 	if v := eval[string](t, ctx, `document.getElementById("companion-url").value + localStorage.getItem("qs-companion-url")`); strings.Contains(v, token) {
 		t.Errorf("the token was kept in the settings field or localStorage: %s", v)
 	}
-}
 
-// A companion started without --demo serves a page served elsewhere when
-// started with that page's origin, and refuses it otherwise.
-func TestCompanionForPageElsewhere(t *testing.T) {
-	page, _ := serveToken(t, "--demo")
+	// A companion started without --demo serves this page, served by
+	// another process, when started with the page's origin, and refuses it
+	// otherwise.
 	other, otherToken := serveToken(t)
-	allowed, allowedToken := serveToken(t, "--allow-origin", page)
-	ctx := newBrowser(t, 1200, 800)
-	do(t, ctx, chromedp.Navigate(page+"/"))
-	waitJS(t, ctx, `window.companion && document.getElementById("companion-status").dataset.state === "off"`, 20*time.Second)
+	allowed, allowedToken := serveToken(t, "--allow-origin", base)
 	eval[bool](t, ctx, `(companion.connect(`+jsQuote(other)+`, `+jsQuote(otherToken)+`), true)`)
 	waitJS(t, ctx, `document.getElementById("companion-status").textContent.includes("refused")`, 10*time.Second)
 	eval[bool](t, ctx, `(companion.connect(`+jsQuote(allowed)+`, `+jsQuote(allowedToken)+`), true)`)
 	waitJS(t, ctx, "companion.connected()", 10*time.Second)
-	// The job reads the page's own hub (the default endpoint there), from
-	// the companion's process.
-	repo := synth.Org + "/DeepSeek-tiny-FP8"
-	res, err := chromedp.Run(ctx, chromedp.Evaluate[string](`companion.submit("inventory", `+jsQuote(repo)+`, "", "", {}, null, {endpoint: location.origin}).then(r => r.note)`, chromedp.EvalAwaitPromise))
+	// The job reads the page's hub, from the companion's process.
+	repo = synth.Org + "/DeepSeek-tiny-FP8"
+	note, err := chromedp.Run(ctx, chromedp.Evaluate[string](`companion.submit("inventory", `+jsQuote(repo)+`, "", "", {}, null, {endpoint: location.origin}).then(r => r.note)`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(res, "read over the network from "+repo) {
-		t.Errorf("note %q", res)
+	if !strings.Contains(note, "read over the network from "+repo) {
+		t.Errorf("note %q", note)
 	}
 }
 
