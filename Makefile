@@ -33,7 +33,7 @@ test: vet
 
 # The concurrent parts again under the race detector.
 race:
-	$(GO) test -race -count=1 ./formats/hub ./formats/checkpoint ./companion/localhub ./wasm/session ./kernels/cpu ./companion/ops
+	$(GO) test -race -count=1 ./formats/hub ./formats/checkpoint ./companion/localhub ./companion/jobs ./wasm/session ./kernels/cpu ./companion/ops
 
 # Speed as ratios against a memmove measured in the same run.
 bench:
@@ -46,6 +46,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzUnpack$$' -fuzztime $(FUZZTIME) ./formats/packing
 	$(GO) test -run '^$$' -fuzz '^FuzzDetect$$' -fuzztime $(FUZZTIME) ./formats/scheme
 	$(GO) test -run '^$$' -fuzz '^FuzzIndex$$' -fuzztime $(FUZZTIME) ./formats/checkpoint
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime $(FUZZTIME) ./companion/proto
 
 clean:
 	rm -rf bin out .cache

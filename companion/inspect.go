@@ -15,6 +15,7 @@ import (
 // sourceFlags are the flags every command that reads a SOURCE takes.
 type sourceFlags struct {
 	endpoint, revision, token string
+	noCache                   bool
 }
 
 func (f *sourceFlags) register(fs *flag.FlagSet, withRevision, withToken bool) {
@@ -25,6 +26,7 @@ func (f *sourceFlags) register(fs *flag.FlagSet, withRevision, withToken bool) {
 	if withToken {
 		fs.StringVar(&f.token, "token", "", "hub token for gated repos (default $HF_TOKEN)")
 	}
+	fs.BoolVar(&f.noCache, "no-cache", false, "read ORG/NAME from the hub even when this machine's Hugging Face cache holds it")
 }
 
 func cmdInspect(ctx context.Context, args []string, stdout io.Writer) error {

@@ -3,7 +3,7 @@
 //	quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
 //	quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
 //	quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp] [--w4a fp8|nvfp4] [--reserve R] SOURCE
-//	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
+//	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]...
 //	quantscope hub     [--addr 127.0.0.1:8090] DIR
 //	quantscope forward [--json] --tokens IDS [--w4a none|fp8] [--out FILE] SOURCE
 //	quantscope eval    [--json] --data FILE [--w4a none|fp8] [--compare] SOURCE
@@ -33,7 +33,8 @@ usage:
   quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp]
                      [--w4a fp8|nvfp4] [--kv-dtype D] [--reserve 0.1|10%|GB] SOURCE
                      memory to serve SOURCE, and on which GPUs it fits
-  quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
+  quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]...
+                     prints the page's URL with a per-launch token; /ws is the companion
   quantscope hub     [--addr 127.0.0.1:8090] DIR
   quantscope demo    DIR        write the generated demo repos under DIR
   quantscope forward [--json] --tokens IDS [--w4a none|fp8] [--out FILE] SOURCE

@@ -144,7 +144,7 @@ func TestServeChecksHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusMisdirectedRequest {
+	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("Host evil.example: %d", resp.StatusCode)
 	}
 	resp, err = http.Get(url + "/")

@@ -38,6 +38,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	demo := fs.Bool("demo", false, "serve the generated demo repos from the local hub")
 	hubDir := fs.String("hub", "", "serve the repos under DIR from the local hub")
 	wasmDir := fs.String("wasm", "", "folder with quantscope.wasm and wasm_exec.js (default: beside the binary, else ./bin)")
+	var cf companionFlags
+	fs.Func("allow-origin", "a page `URL` (scheme://host[:port]) served elsewhere that may use this companion; repeatable", func(s string) error {
+		cf.origins = append(cf.origins, s)
+		return nil
+	})
+	fs.IntVar(&cf.maxJobs, "max-jobs", 8, "running companion jobs, across connections")
+	fs.IntVar(&cf.maxJobsPerConn, "max-jobs-per-conn", 4, "running companion jobs per websocket connection")
 	if _, err := parseFlags(fs, args, 0, "no arguments"); err != nil {
 		return err
 	}
@@ -51,7 +58,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
+	comp, err := newCompanion(ctx, cf)
+	if err != nil {
+		return err
+	}
+	defer comp.jobs.Close()
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ws", comp.serveWS)
 	what := "quantscope"
 	info := map[string]any{"local_hub": dir != ""}
 	if dir != "" {
@@ -89,7 +102,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "; or inspect from a terminal: quantscope inspect --endpoint http://%s ORG/NAME", *addr)
 	}
 	fmt.Fprintln(stdout)
-	return listenAndServe(ctx, *addr, mux, stdout, what)
+	return listenAndServe(ctx, *addr, mux, stdout, what, func(a net.Addr) { comp.announce(a, stdout, stderr) })
 }
 
 // demoVersion names the generator's output; bump it when synth changes so
@@ -131,13 +144,16 @@ func demoCache(stdout io.Writer) (string, error) {
 	return dir, nil
 }
 
-func listenAndServe(ctx context.Context, addr string, h http.Handler, stdout io.Writer, what string) error {
+func listenAndServe(ctx context.Context, addr string, h http.Handler, stdout io.Writer, what string, listening ...func(net.Addr)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: loopbackHost(ln.Addr(), h), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "serving %s on http://%s\n", what, ln.Addr())
+	for _, f := range listening {
+		f(ln.Addr())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -168,7 +184,7 @@ func loopbackHost(addr net.Addr, h http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !allowed[r.Host] {
-			http.Error(w, "quantscope: unexpected Host "+strconv.Quote(r.Host)+"; open the page by its loopback address", http.StatusMisdirectedRequest)
+			http.Error(w, "quantscope: unexpected Host "+strconv.Quote(r.Host)+"; open the page by its loopback address", http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,10 +14,28 @@ import (
 	"github.com/quantscope/quantscope/formats/hub"
 )
 
-// openSource turns a SOURCE argument into a hub.Source: an existing local
-// path first, then the remote forms, against --endpoint, else $HF_ENDPOINT,
-// else the real hub. The token comes from --token, else $HF_TOKEN.
+// noteOut receives the command line's notes (where a source was read from).
+var noteOut io.Writer = os.Stderr
+
+// openSource turns a SOURCE argument into a hub.Source and prints, on
+// stderr, a note when the bytes come from the Hugging Face cache.
 func openSource(ctx context.Context, source string, sf sourceFlags) (hub.Source, error) {
+	src, err := resolveSource(ctx, source, sf)
+	if err != nil {
+		return nil, err
+	}
+	if kind, where := hub.Origin(src); kind == "hf-cache" {
+		fmt.Fprintf(noteOut, "note: %s read from the Hugging Face cache at %s (--no-cache reads the hub)\n", source, where)
+	}
+	return src, nil
+}
+
+// resolveSource turns a SOURCE into a hub.Source: an existing local path
+// first; then a repo (or one file of it) that this machine's Hugging Face
+// cache holds at the asked revision, unless --no-cache; then the remote
+// forms, against --endpoint, else $HF_ENDPOINT, else the real hub. The token
+// comes from --token, else $HF_TOKEN.
+func resolveSource(ctx context.Context, source string, sf sourceFlags) (hub.Source, error) {
 	_, statErr := os.Stat(source)
 	if statErr == nil {
 		return hub.OpenLocal(source)
@@ -37,6 +56,19 @@ func openSource(ctx context.Context, source string, sf sourceFlags) (hub.Source,
 			return nil, fmt.Errorf("no such file or directory: %s (nor is it ORG/NAME)", source)
 		}
 		return nil, err
+	}
+	rev := spec.Rev
+	if sf.revision != "" {
+		rev = sf.revision
+	}
+	if !sf.noCache && spec.Kind != hub.KindURL {
+		c, err := hub.FindCached(hub.CacheDir(), spec.Repo, rev, spec.Path)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 	}
 	token := sf.token
 	if token == "" {
@@ -68,6 +100,12 @@ func loadCheckpoint(ctx context.Context, source string, sf sourceFlags) (*checkp
 	if err != nil {
 		return nil, err
 	}
+	return loadFrom(ctx, src, checkpoint.Options{})
+}
+
+// loadFrom loads a resolved source, reading weight_shape values when local.
+func loadFrom(ctx context.Context, src hub.Source, opt checkpoint.Options) (*checkpoint.Checkpoint, error) {
 	_, local := src.(interface{ Local() bool })
-	return checkpoint.Load(ctx, src, checkpoint.Options{ReadShapeTensors: local})
+	opt.ReadShapeTensors = local
+	return checkpoint.Load(ctx, src, opt)
 }

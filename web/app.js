@@ -549,4 +549,5 @@ async function sample() {
   $("sample").dataset.ready = name + ":" + s.row_start;
 }
 
+if (window.companion) companion.defaults = () => ({ endpoint: endpoint(), hubToken: state.token });
 serverInfo().then(() => { const s = urlState(); if (s.endpoint) setEndpoint(s.endpoint); pushState(s, true); apply(s); });

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/quantscope/quantscope/synth"
+)
+
+var openLine = regexp.MustCompile(`^open (http://\S+)/\?token=([0-9a-f]+)$`)
+
+// serveToken starts `quantscope serve` and returns the page URL it prints
+// (with the launch's token) and the base URL.
+func serveToken(t *testing.T, args ...string) (base, token string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "quantscope"), append([]string{"serve", "--addr", "127.0.0.1:0", "--wasm", binDir}, args...)...)
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	deadline := time.Now().Add(60 * time.Second)
+	for sc.Scan() && time.Now().Before(deadline) {
+		if m := openLine.FindStringSubmatch(sc.Text()); m != nil {
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			return m[1], m[2]
+		}
+	}
+	t.Fatal("serve printed no URL with a token")
+	return "", ""
+}
+
+// The page opened with the URL `serve` prints connects to the companion with
+// the token from its URL, removes the token from the address bar (keeping
+// the deep link), shows what the companion runs on, and runs a job through
+// companion.submit; then a companion without --demo serves it only with --allow-origin.
+func TestCompanionPage(t *testing.T) {
+	base, token := serveToken(t, "--demo")
+	ctx := newBrowser(t, 1366, 900)
+	repo := synth.Org + "/Llama-tiny-NVFP4"
+	do(t, ctx, chromedp.Navigate(base+"/?token="+token+"&source="+repo))
+	waitJS(t, ctx, "window.companion && companion.connected()", 30*time.Second)
+	loc := eval[string](t, ctx, "location.href")
+	if strings.Contains(loc, token) || strings.Contains(loc, "token") {
+		t.Errorf("the token is still in the address bar: %s", loc)
+	}
+	if !strings.Contains(loc, "source=") {
+		t.Errorf("the deep link lost its source: %s", loc)
+	}
+	status := eval[map[string]string](t, ctx, `(() => { const s = document.getElementById("companion-status"); return { text: s.textContent, state: s.dataset.state }; })()`)
+	if status["state"] != "connected" || !strings.Contains(status["text"], "cpu") || !strings.Contains(status["text"], "cores") || !strings.Contains(status["text"], "no GPU") {
+		t.Errorf("status %+v", status)
+	}
+	waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(repo), 60*time.Second)
+	shot(t, ctx, "companion-connected")
+
+	// A job through the page's API: the companion reads the repo itself.
+	res, err := chromedp.Run(ctx, chromedp.Evaluate[string](`companion.submit("inventory", `+jsQuote(repo)+`, "", "", {}, null).then(r => JSON.stringify(r.json))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv struct {
+		ReadFrom struct{ Kind string } `json:"read_from"`
+		Summary  struct{ Parameters uint64 }
+	}
+	json.Unmarshal([]byte(res), &inv)
+	var want struct{ Summary struct{ Parameters uint64 } }
+	json.Unmarshal(quantscope(t, "inspect", "--json", "--endpoint", base, repo), &want)
+	if inv.ReadFrom.Kind != "network" || inv.Summary.Parameters != want.Summary.Parameters {
+		t.Errorf("job result %s, inspect says %d parameters", res, want.Summary.Parameters)
+	}
+
+	// Without a token the page says no companion.
+	do(t, ctx, chromedp.Navigate(base+"/"))
+	waitJS(t, ctx, `document.getElementById("companion-status").dataset.state === "off"`, 10*time.Second)
+	if eval[bool](t, ctx, "companion.connected()") {
+		t.Error("connected without a token")
+	}
+	// A wrong token is refused, and the settings connect with the right one.
+	eval[bool](t, ctx, `(companion.connect(location.origin, "00"), true)`)
+	waitJS(t, ctx, `document.getElementById("companion-status").textContent.includes("refused")`, 10*time.Second)
+	eval[bool](t, ctx, `(document.getElementById("settings").open = true, document.getElementById("companion-url").value = location.origin + "/?token=`+token+`", document.getElementById("companion-connect").click(), true)`)
+	waitJS(t, ctx, "companion.connected()", 10*time.Second)
+	if v := eval[string](t, ctx, `document.getElementById("companion-url").value + localStorage.getItem("qs-companion-url")`); strings.Contains(v, token) {
+		t.Errorf("the token was kept in the settings field or localStorage: %s", v)
+	}
+
+	// A companion started without --demo serves this page, served by
+	// another process, when started with the page's origin, and refuses it
+	// otherwise.
+	other, otherToken := serveToken(t)
+	allowed, allowedToken := serveToken(t, "--allow-origin", base)
+	eval[bool](t, ctx, `(companion.connect(`+jsQuote(other)+`, `+jsQuote(otherToken)+`), true)`)
+	waitJS(t, ctx, `document.getElementById("companion-status").textContent.includes("refused")`, 10*time.Second)
+	eval[bool](t, ctx, `(companion.connect(`+jsQuote(allowed)+`, `+jsQuote(allowedToken)+`), true)`)
+	waitJS(t, ctx, "companion.connected()", 10*time.Second)
+	// The job reads the page's hub, from the companion's process.
+	repo = synth.Org + "/DeepSeek-tiny-FP8"
+	note, err := chromedp.Run(ctx, chromedp.Evaluate[string](`companion.submit("inventory", `+jsQuote(repo)+`, "", "", {}, null, {endpoint: location.origin}).then(r => r.note)`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(note, "read over the network from "+repo) {
+		t.Errorf("note %q", note)
+	}
+}
+
+func jsQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
