@@ -47,6 +47,10 @@ type Inventory struct {
 	Files    []hub.File       `json:"files"`
 	Fetch    hub.Stats        `json:"fetch"`
 
+	// Layers is the layer map: per row (embeddings, each decoder layer, extra
+	// layers, head, other) and slot, the stored formats, bytes and parameters.
+	Layers []LayerRow `json:"layers"`
+
 	// OmitModuleTensors makes WriteJSON leave out modules[].tensors.
 	OmitModuleTensors bool `json:"-"`
 }
@@ -66,6 +70,7 @@ func (c *Checkpoint) inventory(withTensors bool) *Inventory {
 		Modules:  c.Modules,
 		Findings: slices.Clone(c.Findings),
 		Files:    c.Files,
+		Layers:   Layers(c.Modules, numHiddenLayers(c.Config)),
 	}
 	if inv.Findings == nil {
 		inv.Findings = []scheme.Finding{}
