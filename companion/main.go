@@ -2,6 +2,7 @@
 //
 //	quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
 //	quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
+//	quantscope diff    [--json] [--endpoint URL] [--token T] SOURCE_A SOURCE_B
 //	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
 //	quantscope hub     [--addr 127.0.0.1:8090] DIR
 //
@@ -27,6 +28,7 @@ const usage = `quantscope: what is really inside a quantized checkpoint
 usage:
   quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
   quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
+  quantscope diff    [--json] [--endpoint URL] [--token T] SOURCE_A SOURCE_B
   quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
   quantscope hub     [--addr 127.0.0.1:8090] DIR
   quantscope demo    DIR        write the generated demo repos under DIR
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdInspect(ctx, rest, stdout)
 	case "decode":
 		return cmdDecode(ctx, rest, stdout)
+	case "diff":
+		return cmdDiff(ctx, rest, stdout)
 	case "serve":
 		return cmdServe(ctx, rest, stdout, stderr)
 	case "hub":
