@@ -46,7 +46,9 @@ func TestDiffJSONContract(t *testing.T) {
 				t.Errorf("%s lacks %s", side, k)
 			}
 		}
-		var inv struct{ Summary struct{ Bytes, Parameters float64 } }
+		var inv struct {
+			Summary struct{ Bytes, Parameters float64 }
+		}
 		var io bytes.Buffer
 		if err := run(context.Background(), []string{"inspect", "--json", []string{a, b}[i]}, &io, &io); err != nil {
 			t.Fatal(err)
