@@ -94,32 +94,39 @@ func Layers(modules []*scheme.Module, numHiddenLayers int) []LayerRow {
 	}
 	type cellAcc struct {
 		cell     LayerCell
-		byFormat map[string]*FormatShare
-		names    map[string]bool // name patterns
-		experts  map[string]bool
+		byFormat []FormatShare
+		names    map[string]bool // name shapes → inside a layer
+		experts  map[int]bool
 	}
-	rows := map[rowKey]map[string]*cellAcc{}
-	stackCount := map[string]int{}
-	type placed struct {
-		m      *scheme.Module
-		p      anatomy.Place
-		stack  string
-		at     int // index of the layer number among the name's dotted parts
-		dotted []string
+	// Modules whose names differ only in numbers after the layer's (experts)
+	// sit in the same cell: place each shape once.
+	type group struct {
+		p     anatomy.Place
+		stack string // the name before the layer number; empty outside the layers
+		mods  []*scheme.Module
 	}
-	all := make([]placed, 0, len(modules))
+	byShape := map[string]*group{}
+	var shapes []string
 	for _, m := range modules {
-		p := anatomy.Locate(m.Name, numHiddenLayers)
-		pl := placed{m: m, p: p, at: -1}
-		if p.Layer >= 0 {
-			pl.dotted = strings.Split(m.Name, ".")
-			pl.at = layerAt(pl.dotted)
-			if pl.at > 0 {
-				pl.stack = strings.Join(pl.dotted[:pl.at], ".")
-				stackCount[pl.stack]++
+		shape := anatomy.Shape(m.Name)
+		g := byShape[shape]
+		if g == nil {
+			g = &group{p: anatomy.Locate(shape, numHiddenLayers)}
+			if g.p.Layer >= 0 {
+				if at := anatomy.LayerPart(shape); at > 0 {
+					g.stack = shape[:at-1]
+				}
 			}
+			byShape[shape] = g
+			shapes = append(shapes, shape)
 		}
-		all = append(all, pl)
+		g.mods = append(g.mods, m)
+	}
+	stackCount := map[string]int{}
+	for _, g := range byShape {
+		if g.stack != "" {
+			stackCount[g.stack] += len(g.mods)
+		}
 	}
 	decoder := "" // the stack with the most modules is the decoder's
 	for s, n := range stackCount {
@@ -127,20 +134,22 @@ func Layers(modules []*scheme.Module, numHiddenLayers int) []LayerRow {
 			decoder = s
 		}
 	}
-	for _, pl := range all {
+	rows := map[rowKey]map[string]*cellAcc{}
+	for _, shape := range shapes {
+		g := byShape[shape]
 		k := rowKey{layer: -1}
 		switch {
-		case pl.p.Layer >= 0 && pl.at > 0:
-			k.layer = pl.p.Layer
+		case g.stack != "":
+			k.layer = g.p.Layer
 			k.row = RowLayer
-			if pl.stack != decoder {
-				k.stack = pl.stack
-			} else if pl.p.Extra {
+			if g.stack != decoder {
+				k.stack = g.stack
+			} else if g.p.Extra {
 				k.row = RowExtra
 			}
-		case pl.p.Slot == anatomy.SlotEmbedding:
+		case g.p.Slot == anatomy.SlotEmbedding:
 			k.row = RowEmbedding
-		case pl.p.Slot == anatomy.SlotHead || pl.p.Slot == anatomy.SlotNorm:
+		case g.p.Slot == anatomy.SlotHead || g.p.Slot == anatomy.SlotNorm:
 			k.row = RowHead
 		default:
 			k.row = RowOther
@@ -150,41 +159,31 @@ func Layers(modules []*scheme.Module, numHiddenLayers int) []LayerRow {
 			cells = map[string]*cellAcc{}
 			rows[k] = cells
 		}
-		acc := cells[pl.p.Slot]
+		acc := cells[g.p.Slot]
 		if acc == nil {
-			acc = &cellAcc{cell: LayerCell{Slot: pl.p.Slot}, byFormat: map[string]*FormatShare{}, names: map[string]bool{}, experts: map[string]bool{}}
-			cells[pl.p.Slot] = acc
+			acc = &cellAcc{cell: LayerCell{Slot: g.p.Slot}, names: map[string]bool{}, experts: map[int]bool{}}
+			cells[g.p.Slot] = acc
 		}
-		m := pl.m
-		acc.cell.Modules++
-		acc.cell.Bytes += m.Bytes
-		acc.cell.Parameters += m.Parameters
-		fs := acc.byFormat[m.Format]
-		if fs == nil {
-			fs = &FormatShare{Format: m.Format}
-			acc.byFormat[m.Format] = fs
-		}
-		fs.Modules++
-		fs.Bytes += m.Bytes
-		fs.Parameters += m.Parameters
-		if pl.at > 0 { // numbers after the layer's (expert indices) become \d+
-			var b strings.Builder
-			for i, part := range pl.dotted {
-				if i > 0 {
-					b.WriteString(`\.`)
-				}
-				if i > pl.at && isDigits(part) {
-					b.WriteString(`\d+`)
-					if pl.p.Slot == anatomy.SlotExperts && i > 0 && strings.Contains(pl.dotted[i-1], "expert") {
-						acc.experts[part] = true
-					}
-				} else {
-					b.WriteString(regexp.QuoteMeta(part))
+		acc.names[shape] = g.stack != ""
+		experts := g.p.Slot == anatomy.SlotExperts && g.stack != ""
+		for _, m := range g.mods {
+			acc.cell.Modules++
+			acc.cell.Bytes += m.Bytes
+			acc.cell.Parameters += m.Parameters
+			i := slices.IndexFunc(acc.byFormat, func(f FormatShare) bool { return f.Format == m.Format })
+			if i < 0 {
+				i = len(acc.byFormat)
+				acc.byFormat = append(acc.byFormat, FormatShare{Format: m.Format})
+			}
+			fs := &acc.byFormat[i]
+			fs.Modules++
+			fs.Bytes += m.Bytes
+			fs.Parameters += m.Parameters
+			if experts {
+				if e := expertIndex(m.Name[len(g.stack):]); e >= 0 {
+					acc.experts[e] = true
 				}
 			}
-			acc.names[b.String()] = true
-		} else {
-			acc.names[regexp.QuoteMeta(m.Name)] = true
 		}
 	}
 	keys := make([]rowKey, 0, len(rows))
@@ -217,9 +216,7 @@ func Layers(modules []*scheme.Module, numHiddenLayers int) []LayerRow {
 				continue
 			}
 			c := acc.cell
-			for _, fs := range acc.byFormat {
-				c.Formats = append(c.Formats, *fs)
-			}
+			c.Formats = acc.byFormat
 			slices.SortFunc(c.Formats, func(a, b FormatShare) int {
 				if a.Bytes != b.Bytes {
 					if a.Bytes > b.Bytes {
@@ -238,8 +235,8 @@ func Layers(modules []*scheme.Module, numHiddenLayers int) []LayerRow {
 			}
 			c.Experts = len(acc.experts)
 			names := make([]string, 0, len(acc.names))
-			for n := range acc.names {
-				names = append(names, n)
+			for shape, layered := range acc.names {
+				names = append(names, shapePattern(shape, layered))
 			}
 			slices.Sort(names)
 			c.Pattern = "^(?:" + strings.Join(names, "|") + ")$"
@@ -252,18 +249,48 @@ func Layers(modules []*scheme.Module, numHiddenLayers int) []LayerRow {
 	return out
 }
 
-// layerAt finds the dotted part holding the layer number, as anatomy does:
-// the number after the first layers-like part.
-func layerAt(parts []string) int {
-	for i := 0; i+1 < len(parts); i++ {
-		switch strings.ToLower(parts[i]) {
-		case "layers", "h", "blocks", "layer", "decoder_layers":
-			if v, err := strconv.Atoi(parts[i+1]); err == nil && v >= 0 {
-				return i + 1
-			}
+// shapePattern is the regular expression of a name shape: the *s that
+// stand for numbers after the layer's become \d+ (anatomy.Shape puts them
+// only there), the rest is literal.
+func shapePattern(shape string, layered bool) string {
+	if !layered {
+		return regexp.QuoteMeta(shape)
+	}
+	parts := strings.Split(shape, ".")
+	for i, p := range parts {
+		if p == "*" {
+			parts[i] = `\d+`
+		} else {
+			parts[i] = regexp.QuoteMeta(p)
 		}
 	}
-	return -1
+	return strings.Join(parts, `\.`)
+}
+
+// expertIndex finds the number after an "expert…" part of a name's rest
+// (".mlp.experts.17.up_proj" → 17), or -1.
+func expertIndex(rest string) int {
+	i := strings.Index(rest, "expert")
+	if i < 0 {
+		return -1
+	}
+	rest = rest[i:]
+	j := strings.IndexByte(rest, '.')
+	if j < 0 {
+		return -1
+	}
+	rest = rest[j+1:]
+	if k := strings.IndexByte(rest, '.'); k >= 0 {
+		rest = rest[:k]
+	}
+	if !isDigits(rest) {
+		return -1
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func isDigits(s string) bool {

@@ -101,8 +101,9 @@ func New(a, b Repo) *Diff {
 		return kinds[k]
 	}
 	formatsA := make(map[string]string, len(a.Modules))
+	la, lb := anatomy.NewLocator(a.NumHiddenLayers), anatomy.NewLocator(b.NumHiddenLayers)
 	for _, m := range a.Modules {
-		p := anatomy.Locate(m.Name, a.NumHiddenLayers)
+		p := la.Locate(m.Name)
 		k := kind(p.Kind)
 		k.ABytes += m.Bytes
 		k.AParameters += m.Parameters
@@ -113,7 +114,7 @@ func New(a, b Repo) *Diff {
 	var changed []Change
 	inB := make(map[string]bool, len(b.Modules))
 	for _, m := range b.Modules {
-		p := anatomy.Locate(m.Name, b.NumHiddenLayers)
+		p := lb.Locate(m.Name)
 		k := kind(p.Kind)
 		k.BBytes += m.Bytes
 		k.BParameters += m.Parameters
