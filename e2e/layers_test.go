@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -166,4 +169,88 @@ func TestCompareView(t *testing.T) {
 	// A repo that does not exist says so in the card.
 	do(t, ctx, chromedp.Navigate(pageURL(base, b, "")+"&compare="+url.QueryEscape(synth.Org+"/no-such-repo")))
 	waitJS(t, ctx, `document.getElementById("compare-card").dataset.ready === "error"`, 60*time.Second)
+}
+
+// shotOf saves a screenshot of one element under test-output/.
+func shotOf(t *testing.T, ctx context.Context, sel, name string) {
+	eval[bool](t, ctx, `(document.querySelector(".bar").style.position = "static") && true`) // the sticky bar would cover the element
+	buf, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(sel)))
+	eval[bool](t, ctx, `(document.querySelector(".bar").style.position = "") || true`)
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	p := filepath.Join(outDir, name+".png")
+	if err := os.WriteFile(p, buf, 0o644); err == nil {
+		t.Logf("screenshot: %s", p)
+	}
+}
+
+// At the real shapes (headers real, data sparse): nvidia/DeepSeek-R1-FP4's
+// layer map shows attention BF16 in all 61 layers, the experts NVFP4 in the
+// 58 MoE layers and layer 61 (MTP) all BF16; the comparison with
+// deepseek-ai/DeepSeek-R1 shows seed 004's ledger.
+func TestDeepSeekR1Shapes(t *testing.T) {
+	dir := t.TempDir()
+	fp8, fp4 := "deepseek-ai/DeepSeek-R1", "nvidia/DeepSeek-R1-FP4"
+	if err := synth.DeepSeekV3.WriteDeepSeekSparse(filepath.Join(dir, fp8), 163, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.DeepSeekV3.WriteDeepSeekSparse(filepath.Join(dir, fp4), 80, true); err != nil {
+		t.Fatal(err)
+	}
+	base := serve(t, "--hub", dir)
+	ctx := newBrowser(t, 1366, 1000)
+	do(t, ctx, chromedp.Navigate(pageURL(base, fp4, "")))
+	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q && document.getElementById('layermap-svg')", fp4), 3*time.Minute)
+	type rowT struct {
+		Row     string
+		Layer   int
+		Formats map[string]string
+	}
+	rows := eval[[]rowT](t, ctx, `(() => { const rows = new Map(); for (const g of document.querySelectorAll("#layermap-svg g.lm-cell")) { const k = g.dataset.row + " " + g.dataset.layer; if (!rows.has(k)) rows.set(k, {Row: g.dataset.row, Layer: Number(g.dataset.layer), Formats: {}}); rows.get(k).Formats[g.dataset.slot] = g.dataset.format; } return [...rows.values()]; })()`)
+	if len(rows) != 64 {
+		t.Fatalf("%d rows, want embedding + 61 layers + layer 61 + head", len(rows))
+	}
+	for _, r := range rows[1:63] {
+		for _, s := range []string{"q", "kv", "o"} {
+			if r.Formats[s] != "bf16" {
+				t.Errorf("%s %d %s: %s", r.Row, r.Layer, s, r.Formats[s])
+			}
+		}
+		want := "nvfp4"
+		if r.Layer == 61 {
+			want = "bf16"
+			if r.Row != "extra_layer" {
+				t.Errorf("layer 61 is a %s row", r.Row)
+			}
+		}
+		slot := "experts"
+		if r.Layer < 3 {
+			slot = "gate"
+		}
+		if r.Formats[slot] != want {
+			t.Errorf("layer %d %s: %s, want %s", r.Layer, slot, r.Formats[slot], want)
+		}
+	}
+	do(t, ctx, chromedp.ScrollIntoView(chromedp.CSS("#layermap")))
+	shotOf(t, ctx, "#layermap", "layermap-deepseek-r1-fp4")
+
+	do(t, ctx, chromedp.Navigate(pageURL(base, fp8, "")+"&compare="+url.QueryEscape(fp4)))
+	waitJS(t, ctx, `(document.getElementById("compare-card").dataset.ready || "").includes("|")`, 5*time.Minute)
+	got := eval[map[string][]string](t, ctx, `Object.fromEntries([...document.querySelectorAll("#compare-table tr[data-kind]")].map(tr => [tr.dataset.kind, [...tr.children].slice(1, 8).map(td => td.textContent)]))`)
+	for kind, want := range map[string][]string{
+		"routed_experts": {"653.91 B", "654.07 GB", "8.00", "367.82 GB", "4.50", "−286.24 GB", "0.56×"},
+		"attention":      {"11.41 B", "11.42 GB", "8.00", "22.83 GB", "16.00", "+11.41 GB", "2.00×"},
+		"extra_layers":   {"13.46 B", "15.42 GB", "9.17", "26.93 GB", "16.00", "+11.50 GB", "1.75×"},
+		"total":          {"684.49 B", "688.57 GB", "8.05", "423.61 GB", "4.95", "−264.97 GB", "0.62×"},
+	} {
+		if fmt.Sprint(got[kind]) != fmt.Sprint(want) {
+			t.Errorf("%s: %v on screen, want %v", kind, got[kind], want)
+		}
+	}
+	if w := got["without extra layers"]; len(w) < 5 || w[4] != "4.73" {
+		t.Errorf("without extra layers: %v, want 4.73 bits/weight for B", w)
+	}
+	shotOf(t, ctx, "#compare-card", "compare-deepseek-r1")
 }
