@@ -164,13 +164,22 @@ func diffText(d *compare.Diff) string {
 	for _, c := range d.Changed {
 		aw = max(aw, len(c.AFormat)+len(c.BFormat))
 	}
-	fmt.Fprintf(&b, "\n  %d module(s) changed their stored format:\n", n)
+	fmt.Fprintf(&b, "\n  %s module(s) changed their stored format:\n", thousands(n))
 	for _, c := range d.Changed {
 		line := fmt.Sprintf("    %-*s  %s → %s", w, c.Module, c.AFormat, c.BFormat)
 		if c.Count > 0 {
-			line += fmt.Sprintf("%*s× %d", aw-len(c.AFormat)-len(c.BFormat)+2, "", c.Count)
+			line += fmt.Sprintf("%*s× %s", aw-len(c.AFormat)-len(c.BFormat)+2, "", thousands(c.Count))
 		}
 		b.WriteString(line + "\n")
 	}
 	return b.String()
+}
+
+// thousands writes n with comma separators (45,808).
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

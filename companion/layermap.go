@@ -46,7 +46,13 @@ func layerMapText(rows []checkpoint.LayerRow) string {
 						texts[j] = c.Formats[0].Format + "+"
 						var parts []string
 						for _, f := range c.Formats {
-							parts = append(parts, fmt.Sprintf("%s %.1f%%", f.Format, 100*float64(f.Bytes)/float64(max(c.Bytes, 1))))
+							share := fmt.Sprintf("%.1f%%", 100*float64(f.Bytes)/float64(max(c.Bytes, 1)))
+							if f.Bytes > 0 && 1000*f.Bytes < c.Bytes {
+								share = "<0.1%"
+							} else if share == "100.0%" {
+								share = ">99.9%"
+							}
+							parts = append(parts, f.Format+" "+share)
 						}
 						mixes = append(mixes, c.Slot+": "+strings.Join(parts, " + "))
 					}
