@@ -89,7 +89,7 @@ func TestDiffJSONContract(t *testing.T) {
 		}
 	}
 	if !sawPattern {
-		t.Error("360 changed modules are not summarised by pattern")
+		t.Error("228 changed modules are not summarised by pattern")
 	}
 }
 
@@ -104,13 +104,13 @@ func TestDiffHuman(t *testing.T) {
 	}
 	for _, want := range []string{
 		"A  " + synth.Org + "/DeepSeek-mini-FP8",
-		"routed_experts      1.97 M      1.97  8.00      1.11  4.51     -0.86   0.56×",
-		"    fp8 1.97 → nvfp4 1.11",
+		"routed_experts     983.0 K      0.98  8.00      0.55  4.51     -0.43   0.56×",
+		"    fp8 0.98 → nvfp4 0.55",
 		"attention          101.4 K      0.10  8.02      0.20 16.00     +0.10   2.00×",
 		"    fp8 0.10 → bf16 0.20",
 		"extra_layers",
 		"without extra",
-		"360 module(s) changed their stored format:",
+		"228 module(s) changed their stored format:",
 		"    model.layers.*.self_attn.q_a_proj             fp8 → bf16   × 12\n",
 		"    model.layers.0.mlp.gate_proj                  fp8 → nvfp4\n",
 	} {

@@ -73,16 +73,16 @@ func TestLayerMap(t *testing.T) {
 	// Hover.
 	sel := `#layermap-svg g[data-layer="5"][data-slot="experts"]`
 	tip := eval[string](t, ctx, fmt.Sprintf(`(() => { const g = document.querySelector(%q); const b = g.getBoundingClientRect(); g.dispatchEvent(new MouseEvent("mouseenter", {clientX: b.x + 5, clientY: b.y + 5})); const t = document.getElementById("layermap-tip"); return t.hidden ? "" : t.innerText; })()`, sel))
-	for _, want := range []string{"layer 5 · experts", "24 modules (8 experts): nvfp4 100%", "bits/weight", "parameters"} {
+	for _, want := range []string{"layer 5 · experts", "12 modules (4 experts): nvfp4 100%", "bits/weight", "parameters"} {
 		if !strings.Contains(tip, want) {
 			t.Errorf("hover label %q lacks %q", tip, want)
 		}
 	}
 	shot(t, ctx, "layermap")
-	// Click: the table lists the cell's 24 modules and nothing else.
+	// Click: the table lists the cell's 12 modules and nothing else.
 	do(t, ctx, chromedp.Click(chromedp.CSS(sel)))
 	waitJS(t, ctx, `document.getElementById("filter").value.startsWith("/^")`, 10*time.Second)
-	waitJS(t, ctx, `document.getElementById("modules-count").textContent.startsWith("(24 of")`, 10*time.Second)
+	waitJS(t, ctx, `document.getElementById("modules-count").textContent.startsWith("(12 of")`, 10*time.Second)
 	names := eval[[]string](t, ctx, `[...document.querySelectorAll("#table .r")].filter(r => r.style.display !== "none").map(r => r.dataset.name)`)
 	if len(names) == 0 {
 		t.Fatal("no rows after the click")

@@ -27,7 +27,7 @@ var DeepSeekV3 = DeepSeekDims{Hidden: 7168, Vocab: 129280, Layers: 61, DenseLaye
 // Its proportions follow the real one's: the routed experts hold most of
 // the parameters.
 var DeepSeekMini = DeepSeekDims{Hidden: 128, Vocab: 128, Layers: 11, DenseLayers: 1, MTPLayers: 1,
-	Experts: 8, SharedExperts: 1, Intermediate: 128, MoEIntermediate: 64,
+	Experts: 4, SharedExperts: 1, Intermediate: 128, MoEIntermediate: 64,
 	Heads: 1, QLoraRank: 16, KVLoraRank: 16, RopeDim: 16, NopeDim: 16, VHeadDim: 16}
 
 // Kinds of DeepSeek modules, for deciding how each is stored.
