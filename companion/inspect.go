@@ -71,6 +71,9 @@ func printInventory(w io.Writer, inv *checkpoint.Inventory) error {
 		fmt.Fprintf(&b, " %s %s (%.0f%%)", d, humanBytes(s.BytesByDType[d]), pct(s.BytesByDType[d], s.Bytes))
 	}
 	fmt.Fprintf(&b, "\n\n")
+	if lm := layerMapText(inv.Layers); lm != "" {
+		b.WriteString(lm + "\n")
+	}
 	if len(inv.Findings) == 0 {
 		fmt.Fprintf(&b, "  no findings: the metadata and the bytes agree\n")
 	} else {

@@ -322,5 +322,6 @@ func Mislabeled() *Repo {
 
 // All returns every demo repo, in a stable order.
 func All() []*Repo {
-	return []*Repo{ModelOptNVFP4(), CTNVFP4(), CTW4A16(), CTW3A16Legacy(), CTFP8Dynamic(), GPTQInt4(), AWQInt4(), DeepSeekFP8(), GPTOSSMXFP4(), Mislabeled()}
+	return []*Repo{ModelOptNVFP4(), CTNVFP4(), CTW4A16(), CTW3A16Legacy(), CTFP8Dynamic(), GPTQInt4(), AWQInt4(), DeepSeekFP8(), GPTOSSMXFP4(), Mislabeled(),
+		DeepSeekMiniFP8(), DeepSeekMiniNVFP4()}
 }

@@ -7,6 +7,7 @@
 //	quantscope.sample(module, rowStart, rows[, colStart]) → Promise<{json, values: Float32Array}>
 //	quantscope.tensors([module]) → Promise<tensors[] JSON>  (the inventory leaves them out)
 //	quantscope.fit({tp, context, batch, mtp, w4a, kv_dtype, reserve, gpus}) → Promise<fit --json's JSON>
+//	quantscope.compare(source, {endpoint, revision, token}) → Promise<diff JSON>  (the open repo against another)
 //	quantscope.cancel()
 //
 // Opening another repo cancels what is in flight. Errors reject with an
@@ -238,6 +239,35 @@ func (a *app) fit(args []safejs.Value) (any, error) {
 	return string(b), nil
 }
 
+// compare reads another repo's headers and returns `quantscope diff --json`
+// of the open repo (A) against it (B).
+func (a *app) compare(args []safejs.Value) (any, error) {
+	if len(args) < 1 {
+		return nil, errors.New("compare(source, options)")
+	}
+	source, err := args[0].String()
+	if err != nil {
+		return nil, err
+	}
+	opt := session.Options{Fetcher: jsfetch.Fetcher{}}
+	if len(args) > 1 && args[1].Type() == safejs.TypeObject {
+		opt.Endpoint = optString(args[1], "endpoint")
+		opt.Revision = optString(args[1], "revision")
+		opt.Token = optString(args[1], "token")
+	}
+	a.mu.Lock()
+	s := a.cur
+	a.mu.Unlock()
+	if s == nil {
+		return nil, errors.New("no repo is open")
+	}
+	b, err := s.Compare(context.Background(), source, opt)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return string(b), nil
+}
+
 func (a *app) cancelAll() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -252,7 +282,7 @@ func main() {
 	a := &app{}
 	// The engine's garbage is mostly header strings; collect less often.
 	debug.SetGCPercent(400)
-	api := map[string]func(args []safejs.Value) (any, error){"open": a.open, "sample": a.sample, "tensors": a.tensors, "fit": a.fit}
+	api := map[string]func(args []safejs.Value) (any, error){"open": a.open, "sample": a.sample, "tensors": a.tensors, "fit": a.fit, "compare": a.compare}
 	obj, err := safejs.ValueOf(map[string]any{"version": "quantscope-wasm-1"})
 	if err != nil {
 		return

@@ -104,13 +104,14 @@ async function serverInfo() {
 // ---- navigation ----
 function urlState() {
   const p = new URLSearchParams(location.search);
-  return { source: p.get("source") || "", rev: p.get("rev") || "", module: p.get("module") || "", endpoint: p.get("endpoint") || "" };
+  return { source: p.get("source") || "", rev: p.get("rev") || "", module: p.get("module") || "", endpoint: p.get("endpoint") || "", compare: p.get("compare") || "" };
 }
 function pushState(s, replace) {
   const p = new URLSearchParams();
   if (s.source) p.set("source", s.source);
   if (s.rev) p.set("rev", s.rev);
   if (s.module) p.set("module", s.module);
+  if (s.compare) p.set("compare", s.compare);
   const ep = endpoint();
   if (s.source && ep !== ($("endpoint").dataset.default || DEFAULT_ENDPOINT)) p.set("endpoint", ep);
   const url = location.pathname + (p.toString() ? "?" + p : "");
@@ -122,6 +123,7 @@ async function apply(s) {
   if (s.endpoint) setEndpoint(s.endpoint);
   $("source").value = s.source;
   $("rev").value = s.rev;
+  $("compare").value = s.compare || "";
   if (!s.source) { showIntro(); return; }
   if (s.source !== current.source || s.rev !== current.rev || !state.inv) {
     current = { source: s.source, rev: s.rev };
@@ -129,11 +131,12 @@ async function apply(s) {
     if (!ok) return;
   }
   if (s.module) openModule(s.module, false); else closePanel(false);
+  Compare.show(s);
 }
 window.addEventListener("popstate", () => apply(urlState()));
 $("open-form").addEventListener("submit", e => {
   e.preventDefault();
-  go({ source: $("source").value.trim(), rev: $("rev").value.trim(), module: "" });
+  go({ source: $("source").value.trim(), rev: $("rev").value.trim(), module: "", compare: $("compare").value.trim() });
 });
 $("home").addEventListener("click", e => { e.preventDefault(); go({ source: "", rev: "", module: "" }); });
 
@@ -237,6 +240,7 @@ function renderReport(inv) {
   renderSummary(inv);
   renderScheme(inv.scheme);
   renderBars(inv);
+  LayerMap.render(inv);
   renderFindings(inv.findings);
   renderTable(inv);
   if (typeof renderFit === "function") renderFit(inv); // web/fit.js

@@ -138,6 +138,8 @@ func slotOf(n string, inLayer bool) string {
 		return SlotExperts
 	case leaf == "router" || has(n, ".router.") || (leaf == "gate" && has(n, "mlp", "moe", "feed_forward")):
 		return SlotRouter
+	case has(n, "mlp.gate.", "moe.gate.", "feed_forward.gate."): // a router's own tensors (DeepSeek's e_score_correction_bias)
+		return SlotRouter
 	}
 	attn := has(n, "attn", "attention")
 	switch leaf {

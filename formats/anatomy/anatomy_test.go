@@ -24,6 +24,7 @@ func TestLocate(t *testing.T) {
 		{"model.layers.5.mlp.gate", 5, SlotRouter, KindRouter, SplitReplicated},
 		{"model.layers.5.mlp.router", 5, SlotRouter, KindRouter, SplitReplicated},
 		{"model.layers.5.block_sparse_moe.gate", 5, SlotRouter, KindRouter, SplitReplicated},
+		{"model.layers.5.mlp.gate.e_score_correction_bias", 5, SlotRouter, KindRouter, SplitReplicated},
 		{"model.layers.5.mlp.experts.17.gate_proj", 5, SlotExperts, KindRoutedExperts, SplitExperts},
 		{"model.layers.5.mlp.experts.gate_up_proj", 5, SlotExperts, KindRoutedExperts, SplitExperts},
 		{"model.layers.5.block_sparse_moe.experts.3.w2", 5, SlotExperts, KindRoutedExperts, SplitExperts},

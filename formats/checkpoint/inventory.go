@@ -48,6 +48,10 @@ type Inventory struct {
 	Files    []hub.File       `json:"files"`
 	Fetch    hub.Stats        `json:"fetch"`
 
+	// Layers is the layer map: per row (embeddings, each decoder layer, extra
+	// layers, head, other) and slot, the stored formats, bytes and parameters.
+	Layers []LayerRow `json:"layers"`
+
 	// OmitModuleTensors makes WriteJSON leave out modules[].tensors.
 	OmitModuleTensors bool `json:"-"`
 }
@@ -67,6 +71,7 @@ func (c *Checkpoint) inventory(withTensors bool) *Inventory {
 		Modules:  c.Modules,
 		Findings: slices.Clone(c.Findings),
 		Files:    c.Files,
+		Layers:   Layers(c.Modules, numHiddenLayers(c.Config)),
 	}
 	if inv.Findings == nil {
 		inv.Findings = []scheme.Finding{}

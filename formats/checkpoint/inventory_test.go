@@ -34,7 +34,7 @@ func TestInventoryNumbers(t *testing.T) {
 				n := uint64(len(w.Data))
 				params += n
 				byFormat[r.Formats[name]] += n
-				if r.Formats[name] != "bf16" {
+				if f := r.Formats[name]; f != "bf16" && f != "f32" {
 					quantized++
 				}
 			}
