@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -211,6 +212,16 @@ func (r *Repo) ReadFile(ctx context.Context, p string, limit int64) ([]byte, err
 			return err
 		}
 		defer resp.Body.Close()
+		if n, err := strconv.ParseInt(resp.Get("content-length"), 10, 64); err == nil && n >= 0 && n <= limit {
+			// The length is known: one buffer of that size, not ReadAll's
+			// doublings (a large index is tens of MB).
+			b := make([]byte, n)
+			if _, err := io.ReadFull(resp.Body, b); err != nil {
+				return fmt.Errorf("GET %s: %w", redact(u), err)
+			}
+			out = b
+			return nil
+		}
 		b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if err != nil {
 			return fmt.Errorf("GET %s: %w", redact(u), err)
