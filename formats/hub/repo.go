@@ -273,7 +273,13 @@ func (r *Repo) file(ctx context.Context, p string) *RemoteFile {
 //
 // The lookups leave a few of the client's request slots free, so that the
 // config and index requests made meanwhile are not queued behind them.
+//
+// With a Fetcher that follows redirects itself (RedirectFollower) it does
+// nothing: a lookup would cost the redirect and a read at its target.
 func (r *Repo) Prepare(ctx context.Context, paths []string) {
+	if f, ok := r.c.fetcher.(RedirectFollower); ok && f.FollowsRedirects() {
+		return
+	}
 	files := make(chan *RemoteFile, len(paths))
 	for _, p := range paths {
 		files <- r.file(ctx, p)
