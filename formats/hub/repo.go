@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -212,20 +213,17 @@ func (r *Repo) ReadFile(ctx context.Context, p string, limit int64) ([]byte, err
 			return err
 		}
 		defer resp.Body.Close()
+		// Room for the Content-Length up front, not ReadAll's doublings (a
+		// large index is tens of MB). The length only sizes the buffer: a
+		// browser keeps the header of a body it decompressed.
+		var buf bytes.Buffer
 		if n, err := strconv.ParseInt(resp.Get("content-length"), 10, 64); err == nil && n >= 0 && n <= limit {
-			// The length is known: one buffer of that size, not ReadAll's
-			// doublings (a large index is tens of MB).
-			b := make([]byte, n)
-			if _, err := io.ReadFull(resp.Body, b); err != nil {
-				return fmt.Errorf("GET %s: %w", redact(u), err)
-			}
-			out = b
-			return nil
+			buf.Grow(int(n) + bytes.MinRead)
 		}
-		b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-		if err != nil {
+		if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
 			return fmt.Errorf("GET %s: %w", redact(u), err)
 		}
+		b := buf.Bytes()
 		if int64(len(b)) > limit {
 			return &permanentError{fmt.Errorf("%s: %w (%d bytes)", p, ErrTooLarge, limit)}
 		}
