@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 
 	"github.com/hack-pad/safejs"
@@ -108,12 +107,6 @@ func (Fetcher) Fetch(ctx context.Context, req hub.Request) (*hub.Response, error
 			out.Header[h], _ = v.String()
 		}
 	}
-	if out.Status == 200 || out.Status == 206 {
-		if n, err := strconv.ParseInt(out.Header["content-length"], 10, 64); err == nil && n >= 0 && n <= wholeBodyLimit {
-			out.Body = &wholeBody{resp: resp, ctx: ctx, finish: finish, ctl: ctl}
-			return out, nil
-		}
-	}
 	body, err := resp.Get("body")
 	if err != nil || body.IsNull() || body.IsUndefined() {
 		finish()
@@ -127,74 +120,6 @@ func (Fetcher) Fetch(ctx context.Context, req hub.Request) (*hub.Response, error
 	}
 	out.Body = &bodyReader{reader: reader, ctx: ctx, finish: finish, ctl: ctl}
 	return out, nil
-}
-
-// wholeBodyLimit: an answer with bytes whose Content-Length is at most this
-// is read with one arrayBuffer() call instead of chunk by chunk. Each chunk
-// of a stream costs a round trip between Go and the JS event loop, and a
-// 17 MB index or a 300 kB header comes in hundreds or dozens of them; what
-// is asked for is read whole anyway. (A server that ignores Range answers
-// with the whole file, whose length is over the limit: that one is streamed
-// and cancelled once the client has read enough.)
-const wholeBodyLimit = 64 << 20
-
-// wholeBody reads the body with arrayBuffer() on the first Read.
-type wholeBody struct {
-	resp   safejs.Value
-	ctx    context.Context
-	ctl    safejs.Value
-	finish func()
-	buf    []byte
-	read   bool
-}
-
-func (b *wholeBody) Read(p []byte) (int, error) {
-	if !b.read {
-		b.read = true
-		pr, err := b.resp.Call("arrayBuffer")
-		if err != nil {
-			return 0, err
-		}
-		ab, err := Await(pr)
-		if err != nil {
-			if b.ctx.Err() != nil {
-				return 0, b.ctx.Err()
-			}
-			return 0, &session.FetchError{Msg: fmt.Sprintf("reading the body: %v", err)}
-		}
-		u8ctor, err := safejs.Global().Get("Uint8Array")
-		if err != nil {
-			return 0, err
-		}
-		u8, err := u8ctor.New(ab)
-		if err != nil {
-			return 0, err
-		}
-		n, err := u8.Length()
-		if err != nil {
-			return 0, err
-		}
-		b.buf = make([]byte, n)
-		if _, err := safejs.CopyBytesToGo(b.buf, u8); err != nil {
-			return 0, err
-		}
-	}
-	if len(b.buf) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, b.buf)
-	b.buf = b.buf[n:]
-	return n, nil
-}
-
-// Close of a body never read aborts its download.
-func (b *wholeBody) Close() error {
-	if !b.read {
-		b.read = true
-		b.ctl.Call("abort")
-	}
-	b.finish()
-	return nil
 }
 
 type emptyReader struct{}
