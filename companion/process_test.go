@@ -122,6 +122,12 @@ func TestGatedProcess(t *testing.T) {
 	if _, stderr, code = runMain(t, "inspect", "--endpoint", url, r.ID); code != 0 {
 		t.Fatalf("HF_TOKEN: %d %s", code, stderr)
 	}
+	// With the CDN on another origin the token goes to the hub only; the
+	// signed CDN URL of its redirect is enough there.
+	url = startMain(t, "hub", "--addr", "127.0.0.1:0", "--cdn-addr", "127.0.0.1:0", dir)
+	if out, stderr, code := runMain(t, "inspect", "--json", "--endpoint", url, r.ID); code != 0 || !strings.Contains(out, `"quantized_modules"`) {
+		t.Fatalf("CDN on another origin: %d %s", code, stderr)
+	}
 }
 
 func TestServeDemo(t *testing.T) {

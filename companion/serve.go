@@ -21,13 +21,28 @@ func cmdHub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("hub", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
 	latency := fs.Duration("latency", 0, "added to every response (for benchmarks)")
+	cdnAddr := fs.String("cdn-addr", "", "also serve the CDN on this address and redirect LFS files there: another origin, as the real hub's CDN is")
 	pos, err := parseFlags(fs, args, 1, "DIR")
 	if err != nil {
 		return err
 	}
-	h, err := localhub.New(pos[0], localhub.Options{Latency: *latency})
+	opt := localhub.Options{Latency: *latency}
+	var cdnLn net.Listener
+	if *cdnAddr != "" {
+		if cdnLn, err = net.Listen("tcp", *cdnAddr); err != nil {
+			return err
+		}
+		opt.CDN = "http://" + cdnLn.Addr().String()
+	}
+	h, err := localhub.New(pos[0], opt)
 	if err != nil {
 		return err
+	}
+	if cdnLn != nil {
+		srv := &http.Server{Handler: loopbackHost(cdnLn.Addr(), h), ReadHeaderTimeout: 10 * time.Second}
+		fmt.Fprintf(stdout, "its CDN at %s\n", opt.CDN)
+		go srv.Serve(cdnLn)
+		defer srv.Close()
 	}
 	return listenAndServe(ctx, *addr, h, stdout, fmt.Sprintf("hub of %s", pos[0]))
 }

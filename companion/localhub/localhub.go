@@ -10,7 +10,11 @@
 package localhub
 
 import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -57,12 +61,18 @@ type Options struct {
 	// Faults, when set, is asked before each file response; n counts the
 	// requests for that path so far (1 for the first).
 	Faults func(r *http.Request, path string, n int) Fault
+	// CDN, when set ("http://127.0.0.1:8091"), is the origin the resolve
+	// URLs of LFS files redirect to, as the real hub's 302 points at another
+	// host: the caller serves the same Server there too (it answers /cdn/...
+	// on any origin, with CORS). Empty: the redirect stays on this origin.
+	CDN string
 }
 
 // Server serves a directory as a hub. It implements http.Handler.
 type Server struct {
 	root string
 	opt  Options
+	key  [32]byte // signs CDN URLs
 
 	requests atomic.Int64
 	bytes    atomic.Int64
@@ -92,7 +102,11 @@ func New(root string, opt Options) (*Server, error) {
 	if opt.PageSize <= 0 {
 		opt.PageSize = 1000
 	}
-	return &Server{root: abs, opt: opt, perPath: map[string]int{}, listings: map[string]listing{}}, nil
+	s := &Server{root: abs, opt: opt, perPath: map[string]int{}, listings: map[string]listing{}}
+	if _, err := rand.Read(s.key[:]); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // route is a request path split into the hub's parts.
@@ -238,10 +252,24 @@ func (s *Server) inside(p string) (string, bool) {
 	return real, true
 }
 
+// signedKey marks, in a request's context, a CDN URL that resolve signed.
+type signedKey struct{}
+
+// sign is the signature resolve puts on a CDN URL: HMAC-SHA256 of its path
+// and expiry under the server's random key.
+func (s *Server) sign(cdnPath, expires string) string {
+	m := hmac.New(sha256.New, s.key[:])
+	m.Write([]byte(cdnPath + "?" + expires))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // authorized checks a gated repo's token.
 func (s *Server) authorized(w http.ResponseWriter, r *http.Request, dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, GatedFile))
 	if err != nil {
+		return true
+	}
+	if signed, _ := r.Context().Value(signedKey{}).(bool); signed {
 		return true
 	}
 	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -501,16 +529,24 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, rt route) {
 		h.Set("X-Linked-Size", strconv.FormatInt(f.size, 10))
 		h.Set("X-Linked-ETag", etagOf(f))
 		h.Set("ETag", etagOf(f))
-		loc := "/cdn/" + rt.org + "/" + rt.name + "/" + url.PathEscape(rt.rev) + "/" + escapePath(f.path) +
-			"?expires=" + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
-		h.Set("Location", loc)
+		cdnPath := "/cdn/" + rt.org + "/" + rt.name + "/" + url.PathEscape(rt.rev) + "/" + escapePath(f.path)
+		exp := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+		h.Set("Location", strings.TrimSuffix(s.opt.CDN, "/")+cdnPath+"?expires="+exp+"&sig="+s.sign(cdnPath, exp))
 		w.WriteHeader(http.StatusFound)
 		return
 	}
 	s.serveRange(w, r, f, real)
 }
 
+// cdn serves a file as the CDN does: a signed URL from resolve (which a
+// browser follows without the Authorization header, dropped on a redirect to
+// another origin) is its own authorization.
 func (s *Server) cdn(w http.ResponseWriter, r *http.Request, rt route) {
+	q := r.URL.Query()
+	exp, err := strconv.ParseInt(q.Get("expires"), 10, 64)
+	if err == nil && time.Now().Unix() < exp && hmac.Equal([]byte(q.Get("sig")), []byte(s.sign(r.URL.EscapedPath(), q.Get("expires")))) {
+		r = r.WithContext(context.WithValue(r.Context(), signedKey{}, true))
+	}
 	_, f, real, ok := s.file(w, r, rt)
 	if !ok {
 		return

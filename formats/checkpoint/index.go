@@ -6,17 +6,20 @@ import (
 	"io/fs"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // parseIndex reads model.safetensors.index.json. A large model's index holds
 // hundreds of thousands of names with a few dozen distinct shard names, so
 // it is read by hand: names are substrings of the file, shard names interned,
-// and only metadata (small) goes through encoding/json.
+// and only metadata (small) goes through encoding/json. It keeps b: the
+// caller must not change it afterwards.
 func parseIndex(b []byte) (*Index, error) {
 	if !utf8.Valid(b) {
 		return nil, fmt.Errorf("%s: rule index-json: not valid UTF-8", indexFile)
 	}
-	p := &indexParser{s: string(b)}
+	// b is Load's own and never changed: the names are views into it.
+	p := &indexParser{s: unsafe.String(unsafe.SliceData(b), len(b))}
 	idx, err := p.parse()
 	if err != nil {
 		return nil, fmt.Errorf("%s: rule index-json: %v (at byte %d)", indexFile, err, p.i)

@@ -270,7 +270,7 @@ func readShard(ctx context.Context, src hub.Source, p string, guess int64) (*Sha
 		}
 		buf = more
 	}
-	if s.Header, err = safetensors.ParsePrefix(p, buf, size); err != nil {
+	if s.Header, err = safetensors.ParseOwnedPrefix(p, buf, size); err != nil {
 		closeReader(r)
 		return nil, err
 	}

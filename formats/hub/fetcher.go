@@ -34,3 +34,12 @@ func (r *Response) Get(name string) string { return r.Header[strings.ToLower(nam
 type Fetcher interface {
 	Fetch(ctx context.Context, req Request) (*Response, error)
 }
+
+// RedirectFollower is a Fetcher that follows redirects itself and cannot be
+// told not to (the browser's fetch). Looking up where the hub redirects a
+// file then costs the 302 and a read at the target, so the client makes no
+// such lookups: the first read of each file follows the redirect, and later
+// reads go to the URL that answered it.
+type RedirectFollower interface {
+	FollowsRedirects() bool
+}

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -211,10 +213,17 @@ func (r *Repo) ReadFile(ctx context.Context, p string, limit int64) ([]byte, err
 			return err
 		}
 		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-		if err != nil {
+		// Room for the Content-Length up front, not ReadAll's doublings (a
+		// large index is tens of MB). The length only sizes the buffer: a
+		// browser keeps the header of a body it decompressed.
+		var buf bytes.Buffer
+		if n, err := strconv.ParseInt(resp.Get("content-length"), 10, 64); err == nil && n >= 0 && n <= limit {
+			buf.Grow(int(n) + bytes.MinRead)
+		}
+		if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
 			return fmt.Errorf("GET %s: %w", redact(u), err)
 		}
+		b := buf.Bytes()
 		if int64(len(b)) > limit {
 			return &permanentError{fmt.Errorf("%s: %w (%d bytes)", p, ErrTooLarge, limit)}
 		}
@@ -262,7 +271,13 @@ func (r *Repo) file(ctx context.Context, p string) *RemoteFile {
 //
 // The lookups leave a few of the client's request slots free, so that the
 // config and index requests made meanwhile are not queued behind them.
+//
+// With a Fetcher that follows redirects itself (RedirectFollower) it does
+// nothing: a lookup would cost the redirect and a read at its target.
 func (r *Repo) Prepare(ctx context.Context, paths []string) {
+	if f, ok := r.c.fetcher.(RedirectFollower); ok && f.FollowsRedirects() {
+		return
+	}
 	files := make(chan *RemoteFile, len(paths))
 	for _, p := range paths {
 		files <- r.file(ctx, p)

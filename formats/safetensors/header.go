@@ -15,7 +15,9 @@ import (
 	"io"
 	"math/bits"
 	"slices"
+	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Tensor is one entry of a header.
@@ -116,7 +118,21 @@ func ParsePrefix(file string, prefix []byte, size int64) (*Header, error) {
 	if int64(len(prefix)) < need {
 		return nil, fmt.Errorf("%s: have %d bytes, need %d: %w", file, len(prefix), need, ErrShortPrefix)
 	}
-	return parseJSON(file, prefix[8:need], size)
+	return parseJSON(file, prefix[8:need], size, false)
+}
+
+// ParseOwnedPrefix is ParsePrefix for a caller that hands the buffer over:
+// the header's names are then views into prefix, not a copy of it, so
+// prefix must never be changed afterwards.
+func ParseOwnedPrefix(file string, prefix []byte, size int64) (*Header, error) {
+	need, err := PrefixNeed(file, prefix, size)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(prefix)) < need {
+		return nil, fmt.Errorf("%s: have %d bytes, need %d: %w", file, len(prefix), need, ErrShortPrefix)
+	}
+	return parseJSON(file, prefix[8:need], size, true)
 }
 
 // chunk bounds how much Read allocates ahead of what the reader has proven to hold.
@@ -152,7 +168,7 @@ func Read(r io.ReaderAt, size int64, file string) (*Header, error) {
 			return nil, fmt.Errorf("%s: reading header: %w", file, err)
 		}
 	}
-	return parseJSON(file, buf, size)
+	return parseJSON(file, buf, size, true) // buf is this function's own
 }
 
 // Parse reads the header of a complete file held in memory.
@@ -160,7 +176,10 @@ func Parse(file string, data []byte) (*Header, error) {
 	return ParsePrefix(file, data, int64(len(data)))
 }
 
-func parseJSON(file string, js []byte, size int64) (*Header, error) {
+// parseJSON parses the header object. The names are substrings of one string
+// holding js: a copy of it, or when owned (nobody changes js afterwards) js
+// itself.
+func parseJSON(file string, js []byte, size int64, owned bool) (*Header, error) {
 	if !utf8.Valid(js) {
 		off := 0
 		for off < len(js) {
@@ -172,15 +191,24 @@ func parseJSON(file string, js []byte, size int64) (*Header, error) {
 		}
 		return nil, &FormatError{File: file, Offset: 8 + int64(off), Rule: RuleUTF8, Msg: "header is not valid UTF-8"}
 	}
-	s := &scanner{b: string(js), file: file, arena: make([]uint64, 0, len(js)/24)}
+	b := ""
+	if owned && len(js) > 0 {
+		b = unsafe.String(&js[0], len(js))
+	} else {
+		b = string(js)
+	}
+	s := &scanner{b: b, file: file, arena: make([]uint64, 0, len(js)/24)}
 	h := &Header{File: file, Len: uint64(len(js))}
 	if err := s.expect('{', "", "the header object '{'"); err != nil {
 		return nil, err
 	}
-	// Every entry takes at least 40 bytes of JSON, which bounds the preallocation.
-	h.Tensors = make([]Tensor, 0, len(js)/40)
-	h.byName = make(map[string]int, len(js)/40)
-	offsets := make([]int64, 0, len(js)/40) // where each entry starts, for errors
+	// Every entry has a "data_offsets" key (a name holding those bytes only
+	// makes the count high): sized by it, the name map is built without
+	// growing and without zeroing room for entries that never come.
+	n := min(strings.Count(s.b, `"data_offsets"`), len(js)/40) + 1
+	h.Tensors = make([]Tensor, 0, n)
+	h.byName = make(map[string]int, n)
+	offsets := make([]int64, 0, n) // where each entry starts, for errors
 	seenMeta := false
 	if s.peek() == '}' {
 		s.i++

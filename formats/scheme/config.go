@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Families of quantization a checkpoint can declare.
@@ -79,6 +80,8 @@ type Scheme struct {
 	QuantizedLayers  map[string]LayerQuant `json:"quantized_layers,omitempty"`
 	KVCache          string                `json:"kv_cache,omitempty"`
 	DeclaredIn       []string              `json:"declared_in,omitempty"` // config.json, hf_quant_config.json
+
+	lists atomic.Value // *compiledLists: the lists above compiled on first use (match.go)
 }
 
 // ConfigError is a config file that cannot be read as the shape its producer writes.

@@ -1,73 +1,23 @@
 package scheme
 
-import (
-	"path"
-	"regexp"
-	"strings"
-	"sync"
-
-	"github.com/quantscope/quantscope/formats/packing"
-)
+import "github.com/quantscope/quantscope/formats/packing"
 
 const ctPerWord = packing.CTPerWord
 
 func ctLayoutOf(s *Scheme) packing.CTLayout { return packing.CTLayoutForVersion(s.Version) }
 
-var reCache sync.Map // pattern → *regexp.Regexp (nil when invalid)
-
-// matchTarget applies one compressed-tensors target or ignore entry to a module
-// name: "re:" patterns are regular expressions searched in the name, a bare
-// class name (Linear, Embedding, ...) matches every module of that kind we can
-// recognise by its tensors, anything else is a module name or name suffix.
-func matchTarget(target, name string, linear bool) bool {
-	if p, ok := strings.CutPrefix(target, "re:"); ok {
-		v, ok := reCache.Load(p)
-		if !ok {
-			re, err := regexp.Compile(p)
-			if err != nil {
-				re = nil
-			}
-			v, _ = reCache.LoadOrStore(p, re)
-		}
-		re, _ := v.(*regexp.Regexp)
-		return re != nil && re.MatchString(name)
-	}
-	switch target {
-	case "Linear", "QuantLinear", "nn.Linear":
-		return linear
-	}
-	return name == target || strings.HasSuffix(name, "."+target)
-}
-
 // groupFor is the compressed-tensors config group that targets a module.
 func (s *Scheme) groupFor(name string) *ConfigGroup {
-	if s.ignored(name) {
+	c := s.compiled()
+	if c.ignoreL.first(name, false) >= 0 {
 		return nil
 	}
-	for i := range s.Groups {
-		for _, t := range s.Groups[i].Targets {
-			if matchTarget(t, name, true) {
-				return &s.Groups[i]
-			}
+	for i, g := range c.groupL {
+		if g.first(name, true) >= 0 {
+			return &s.Groups[i]
 		}
 	}
 	return nil
-}
-
-func (s *Scheme) ignored(name string) bool {
-	for _, ig := range s.Ignore {
-		if matchTarget(ig, name, false) {
-			return true
-		}
-	}
-	return false
-}
-
-// fnmatch is Python's fnmatch as ModelOpt uses it: '*' also crosses dots.
-func fnmatch(pattern, name string) bool {
-	// path.Match's '*' stops at '/', which module names never contain.
-	ok, err := path.Match(pattern, name)
-	return err == nil && ok
 }
 
 // Declared says whether the config files call a module quantized. known is
@@ -86,21 +36,18 @@ func (s *Scheme) Declared(m *Module) (quantized, known bool) {
 			_, ok := s.QuantizedLayers[m.Name]
 			return ok, linear || ok
 		}
-		for _, ex := range s.ExcludeModules {
-			if fnmatch(ex, m.Name) {
-				return false, true
-			}
+		if s.compiled().excludeL.first(m.Name, false) >= 0 {
+			return false, true
 		}
 		return linear, linear
 	case "compressed-tensors":
-		if s.ignored(m.Name) {
+		c := s.compiled()
+		if c.ignoreL.first(m.Name, false) >= 0 {
 			return false, true
 		}
-		for i := range s.Groups {
-			for _, t := range s.Groups[i].Targets {
-				if matchTarget(t, m.Name, linear) {
-					return true, true
-				}
+		for _, g := range c.groupL {
+			if g.first(m.Name, linear) >= 0 {
+				return true, true
 			}
 		}
 		return false, linear
@@ -128,30 +75,22 @@ func isLinearLike(m *Module) bool {
 }
 
 // ExcludedBy returns the exclude_modules / ignore / modules_to_not_convert
-// entry that names a module, or "" when none does.
+// entry that names a module (the first in list order), or "" when none does.
+// exclude_modules are Python fnmatch wildcards ('*' crosses dots); a
+// compressed-tensors ignore entry is "re:" + a regular expression matched at
+// the start of the name, or a module name or dotted name suffix;
+// modules_to_not_convert is a module name, a dotted prefix or suffix of one,
+// or a wildcard (see match.go).
 func (s *Scheme) ExcludedBy(name string) string {
+	c := s.compiled()
 	if s.Method == "modelopt" {
-		for _, ex := range s.ExcludeModules {
-			if fnmatch(ex, name) {
-				return ex
-			}
+		if i := c.excludeL.first(name, false); i >= 0 {
+			return s.ExcludeModules[i]
 		}
 		return ""
 	}
-	for _, ig := range s.Ignore {
-		if s.Method == "compressed-tensors" {
-			if matchTarget(ig, name, false) {
-				return ig
-			}
-		} else if ignoreMatches(ig, name) {
-			return ig
-		}
+	if i := c.ignoreL.first(name, false); i >= 0 {
+		return s.Ignore[i]
 	}
 	return ""
-}
-
-// ignoreMatches is modules_to_not_convert: a module name, a dotted prefix or
-// suffix of one, or an fnmatch wildcard.
-func ignoreMatches(ig, name string) bool {
-	return name == ig || strings.HasSuffix(name, "."+ig) || strings.HasPrefix(name, ig+".") || (strings.ContainsAny(ig, "*?[") && (fnmatch(ig, name) || fnmatch(ig+".*", name)))
 }

@@ -175,7 +175,7 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 	add := func(mod, role string, t *TensorInfo) {
 		m := byName[mod]
 		if m == nil {
-			m = &Module{Name: mod, Tensors: map[string]string{}, infos: map[string]*TensorInfo{}}
+			m = &Module{Name: mod, Tensors: make(map[string]string, 4), infos: make(map[string]*TensorInfo, 4)}
 			byName[mod] = m
 			order = append(order, mod)
 		}

@@ -25,6 +25,11 @@ type Fetcher struct{}
 var wanted = []string{"content-range", "content-length", "etag", "x-linked-etag", "x-linked-size",
 	"x-repo-commit", "link", "location", "retry-after", "content-type"}
 
+// FollowsRedirects: fetch() follows them (hub.RedirectFollower), so the
+// client reads each file through its hub URL and lets the browser take the
+// redirect, instead of looking the redirect up first.
+func (Fetcher) FollowsRedirects() bool { return true }
+
 // Fetch sends one GET through fetch().
 func (Fetcher) Fetch(ctx context.Context, req hub.Request) (*hub.Response, error) {
 	global := safejs.Global()
