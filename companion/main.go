@@ -2,6 +2,7 @@
 //
 //	quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
 //	quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
+//	quantscope stats   [--json] [--bins N] [--endpoint URL] SOURCE MODULE
 //	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
 //	quantscope hub     [--addr 127.0.0.1:8090] DIR
 //
@@ -27,6 +28,7 @@ const usage = `quantscope: what is really inside a quantized checkpoint
 usage:
   quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
   quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
+  quantscope stats   [--json] [--bins N] [--endpoint URL] SOURCE MODULE
   quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR]
   quantscope hub     [--addr 127.0.0.1:8090] DIR
   quantscope demo    DIR        write the generated demo repos under DIR
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdInspect(ctx, rest, stdout)
 	case "decode":
 		return cmdDecode(ctx, rest, stdout)
+	case "stats":
+		return cmdStats(ctx, rest, stdout, stderr)
 	case "serve":
 		return cmdServe(ctx, rest, stdout, stderr)
 	case "hub":
