@@ -63,6 +63,9 @@ type Band struct {
 	Cols   int
 	Values []float32 // (Hi−Lo)·Cols values, row-major
 	Meta   BandMeta  // filled in when DequantOptions.WantMeta
+	// Aux is the caller's buffer, kept with the band and reused (see
+	// DequantOptions.Each).
+	Aux []byte
 }
 
 // DequantOptions tunes a streamed dequantization.
@@ -74,6 +77,10 @@ type DequantOptions struct {
 	Progress Progress
 	// WantMeta asks the decoders for each band's BandMeta.
 	WantMeta bool
+	// Each, when set, runs on the worker that decoded a band, right after
+	// decoding and before the band goes to the ordered sink: per-band work
+	// that should use every core (formatting text into Band.Aux, say).
+	Each func(worker int, b *Band) error
 }
 
 // DefaultChunkBytes is the default output size of one band: large enough
@@ -93,6 +100,12 @@ type StatsOptions struct {
 	Bins       int // value histogram bins (default 64)
 	ChunkBytes int
 	Progress   Progress
+	// Sink, when set, receives the counted bands in row order, as
+	// Dequantize's sink does: decode and statistics in one pass.
+	Sink func(b *Band) error
+	// ValuesOnly skips the stored codes and scales (no BandMeta asked of
+	// the decoders): the value statistics alone.
+	ValuesOnly bool
 }
 
 // Stats describes a module's decoded values. Min, Max, Mean and Std are over

@@ -27,10 +27,11 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 	for i := range accs {
 		accs[i] = newAcc()
 	}
-	err := b.stream(ctx, src, opt.ChunkBytes, true, opt.Progress, func(w int, band *kernels.Band) {
+	err := b.stream(ctx, src, opt.ChunkBytes, !opt.ValuesOnly, opt.Progress, func(w int, band *kernels.Band) error {
 		accs[w].addValues(band.Values)
 		accs[w].addMeta(&band.Meta)
-	}, nil)
+		return nil
+	}, opt.Sink)
 	if err != nil {
 		return nil, err
 	}

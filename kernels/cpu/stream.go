@@ -19,7 +19,7 @@ import (
 // under 100 MiB), whatever the module's size; nothing is allocated per band
 // once the pool has grown.
 func (b *Backend) Dequantize(ctx context.Context, src kernels.RowSource, opt kernels.DequantOptions, sink func(*kernels.Band) error) error {
-	return b.stream(ctx, src, opt.ChunkBytes, opt.WantMeta, opt.Progress, nil, sink)
+	return b.stream(ctx, src, opt.ChunkBytes, opt.WantMeta, opt.Progress, opt.Each, sink)
 }
 
 func grow[T any](b []T, n int) []T {
@@ -37,7 +37,7 @@ func grow[T any](b []T, n int) []T {
 // out and before each is decoded, so a cancel stops every worker within the
 // band it is decoding.
 func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, meta bool, progress kernels.Progress,
-	work func(worker int, band *kernels.Band), sink func(*kernels.Band) error) error {
+	work func(worker int, band *kernels.Band) error, sink func(*kernels.Band) error) error {
 	rows, cols := src.Shape()
 	per := kernels.BandRows(cols, chunk)
 	nb := (rows + per - 1) / per
@@ -96,7 +96,7 @@ func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, 
 						m = &band.Meta
 					}
 					if err = dec.Decode(band.Values, band.Lo, band.Hi, m); err == nil && work != nil {
-						work(w, band)
+						err = work(w, band)
 					}
 				}
 				results <- done{j, err}
