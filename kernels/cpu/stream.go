@@ -120,6 +120,10 @@ func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, 
 		pending[r.i] = r.band
 		for band, ok := pending[next]; ok; band, ok = pending[next] {
 			delete(pending, next)
+			if err := ctx.Err(); err != nil { // nothing reaches the sink after a cancel
+				first = err
+				break
+			}
 			if sink != nil {
 				if err := sink(band); err != nil {
 					first = err
