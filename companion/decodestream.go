@@ -62,7 +62,7 @@ func decodeModule(ctx context.Context, c *checkpoint.Checkpoint, m *scheme.Modul
 	}
 	be := cpu.New()
 	if !asJSON {
-		st, err := be.Stats(ctx, src, kernels.StatsOptions{Sink: sink, ValuesOnly: true})
+		st, err := be.Stats(ctx, src, kernels.StatsOptions{Sink: sink, Moments: true})
 		if err != nil {
 			return err
 		}

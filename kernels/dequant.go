@@ -103,9 +103,9 @@ type StatsOptions struct {
 	// Sink, when set, receives the counted bands in row order, as
 	// Dequantize's sink does: decode and statistics in one pass.
 	Sink func(b *Band) error
-	// ValuesOnly skips the stored codes and scales (no BandMeta asked of
-	// the decoders): the value statistics alone.
-	ValuesOnly bool
+	// Moments asks only for Count, Min, Max, Mean, Std, NaN and Inf (what
+	// decode prints): no histogram, no codes or scales asked of the decoders.
+	Moments bool
 }
 
 // Stats describes a module's decoded values. Min, Max, Mean and Std are over

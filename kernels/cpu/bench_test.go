@@ -3,8 +3,8 @@ package cpu_test
 import (
 	"context"
 	"encoding/binary"
-	"math"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"

@@ -27,9 +27,13 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 	for i := range accs {
 		accs[i] = newAcc()
 	}
-	err := b.stream(ctx, src, opt.ChunkBytes, !opt.ValuesOnly, opt.Progress, func(w int, band *kernels.Band) error {
-		accs[w].addValues(band.Values)
-		accs[w].addMeta(&band.Meta)
+	err := b.stream(ctx, src, opt.ChunkBytes, !opt.Moments, opt.Progress, func(w int, band *kernels.Band) error {
+		a := accs[w]
+		a.addMoments(band.Values)
+		if !opt.Moments {
+			a.addBuckets(band.Values)
+			a.addMeta(&band.Meta)
+		}
 		return nil
 	}, opt.Sink)
 	if err != nil {
@@ -44,7 +48,7 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 	if bins <= 0 {
 		bins = 64
 	}
-	return a.result(rows, cols, bins), nil
+	return a.result(rows, cols, bins, opt.Moments), nil
 }
 
 const (
@@ -71,23 +75,82 @@ func newAcc() *acc {
 
 const expMask = 0x7F800000
 
-// addValues adds one band: pass 1 counts buckets, non-finite values, the
-// extremes and the sum; pass 2 the squared deviations from the band's mean.
-func (a *acc) addValues(v []float32) {
+// addBuckets counts a band's values in the buckets of their top 16 bits.
+func (a *acc) addBuckets(v []float32) {
 	hist := a.hist
+	for _, x := range v {
+		hist[math.Float32bits(x)>>16]++
+	}
+}
+
+// addMoments adds one band in one pass: the extremes and the sums of
+// d = x − K and d² with K the worker's mean so far (the band's first value
+// for its first band), four lanes each so that no one dependency chain sets
+// the pace. With K near the mean the shifted sums lose nothing to
+// cancellation (M2 = Σd² − (Σd)²/n, relative error about
+// ε·(1 + (mean−K)²/σ²)); bands merge by Chan et al.'s update. A band holding
+// NaN or ±inf takes the careful two-pass loop instead.
+func (a *acc) addMoments(v []float32) {
+	if len(v) == 0 {
+		return
+	}
+	k := a.mean
+	if a.n == 0 {
+		k = float64(v[0])
+	}
+	n4 := len(v) &^ 3
+	inf := float32(math.Inf(1))
+	lo := [4]float32{inf, inf, inf, inf}
+	hi := [4]float32{-inf, -inf, -inf, -inf}
+	var s1, s2 [4]float64
+	for i := 0; i < n4; i += 4 {
+		q := (*[4]float32)(v[i : i+4])
+		for j, x := range q {
+			if math.Float32bits(x)&expMask == expMask { // NaN or ±inf
+				a.addCareful(v)
+				return
+			}
+			if x < lo[j] { // plain compares: the builtins' NaN handling costs
+				lo[j] = x
+			}
+			if x > hi[j] {
+				hi[j] = x
+			}
+			d := float64(x) - k
+			s1[j] += d
+			s2[j] += d * d
+		}
+	}
+	l, h := min(lo[0], lo[1], lo[2], lo[3]), max(hi[0], hi[1], hi[2], hi[3])
+	t1, t2 := (s1[0]+s1[1])+(s1[2]+s1[3]), (s2[0]+s2[1])+(s2[2]+s2[3])
+	for _, x := range v[n4:] {
+		if math.Float32bits(x)&expMask == expMask {
+			a.addCareful(v)
+			return
+		}
+		l, h = min(l, x), max(h, x)
+		d := float64(x) - k
+		t1 += d
+		t2 += d * d
+	}
+	n := float64(len(v))
+	a.min, a.max = min(a.min, l), max(a.max, h)
+	a.mergeMoments(int64(len(v)), k+t1/n, max(t2-t1*t1/n, 0))
+}
+
+// addCareful is addMoments for a band with non-finite values.
+func (a *acc) addCareful(v []float32) {
 	var sum float64
-	var n, bad int64
+	var n int64
 	lo, hi := a.min, a.max
 	for _, x := range v {
 		u := math.Float32bits(x)
-		hist[u>>16]++
 		if u&expMask == expMask {
 			if u&0x7FFFFF != 0 {
 				a.nan++
 			} else {
 				a.inf++
 			}
-			bad++
 			continue
 		}
 		lo, hi = min(lo, x), max(hi, x)
@@ -100,17 +163,10 @@ func (a *acc) addValues(v []float32) {
 	}
 	mean := sum / float64(n)
 	var m2 float64
-	if bad == 0 {
-		for _, x := range v {
+	for _, x := range v {
+		if math.Float32bits(x)&expMask != expMask {
 			d := float64(x) - mean
 			m2 += d * d
-		}
-	} else {
-		for _, x := range v {
-			if math.Float32bits(x)&expMask != expMask {
-				d := float64(x) - mean
-				m2 += d * d
-			}
 		}
 	}
 	a.mergeMoments(n, mean, m2)
@@ -175,7 +231,7 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-func (a *acc) result(rows, cols, bins int) *kernels.Stats {
+func (a *acc) result(rows, cols, bins int, moments bool) *kernels.Stats {
 	st := &kernels.Stats{Rows: rows, Cols: cols, Count: a.n, NaN: a.nan, Inf: a.inf,
 		Min: math.NaN(), Max: math.NaN(), Mean: math.NaN(), Std: math.NaN(),
 		Scales: a.scales, ScaleZero: a.scaleZero,
@@ -188,7 +244,9 @@ func (a *acc) result(rows, cols, bins int) *kernels.Stats {
 	if a.n > 0 {
 		st.Min, st.Max = float64(a.min), float64(a.max)
 		st.Mean, st.Std = a.mean, math.Sqrt(a.m2/float64(a.n))
-		st.Histogram = bucketHistogram(a.hist, st.Min, st.Max, a.n, bins)
+		if !moments {
+			st.Histogram = bucketHistogram(a.hist, st.Min, st.Max, a.n, bins)
+		}
 	}
 	st.ScaleHistogram = kernels.Histogram{Edges: []float64{}, Counts: []int64{}}
 	lo, hi := -1, -1
