@@ -25,7 +25,7 @@ import (
 func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.StatsOptions) (*kernels.Stats, error) {
 	accs := make([]*acc, b.workers())
 	for i := range accs {
-		accs[i] = newAcc()
+		accs[i] = newAcc(!opt.Moments)
 	}
 	err := b.stream(ctx, src, opt.ChunkBytes, !opt.Moments, opt.Progress, func(w int, band *kernels.Band) error {
 		a := accs[w]
@@ -62,15 +62,19 @@ type acc struct {
 	mean, m2  float64
 	min, max  float32
 	nan, inf  int64
-	hist      *[1 << 16]uint64 // buckets by the top 16 bits
+	hist      *[1 << 16]uint64 // buckets by the top 16 bits (nil for moments only)
 	scaleExp  [scaleExpN]int64
 	scales    int64
 	scaleZero int64
 	meta      kernels.BandMeta // summed counts (Scales unused)
 }
 
-func newAcc() *acc {
-	return &acc{min: float32(math.Inf(1)), max: float32(math.Inf(-1)), hist: new([1 << 16]uint64)}
+func newAcc(buckets bool) *acc {
+	a := &acc{min: float32(math.Inf(1)), max: float32(math.Inf(-1))}
+	if buckets {
+		a.hist = new([1 << 16]uint64)
+	}
+	return a
 }
 
 const expMask = 0x7F800000
@@ -213,8 +217,10 @@ func (a *acc) merge(o *acc) {
 	a.min, a.max = min(a.min, o.min), max(a.max, o.max)
 	a.nan += o.nan
 	a.inf += o.inf
-	for i, c := range o.hist {
-		a.hist[i] += c
+	if o.hist != nil {
+		for i, c := range o.hist {
+			a.hist[i] += c
+		}
 	}
 	for i, c := range o.scaleExp {
 		a.scaleExp[i] += c
