@@ -4,7 +4,7 @@ BIN     := bin/quantscope
 DEMO    := .cache/demo
 FUZZTIME ?= 60s
 
-.PHONY: wasm all build run test race vet bench bench-hub fuzz demo demo-inspect clean
+.PHONY: wasm all build run test race vet bench bench-hub bench-decode fuzz demo demo-inspect clean
 
 all: build
 
@@ -57,6 +57,13 @@ clean:
 bench-hub: build
 	npm install --prefix bench/hub --no-audit --no-fund --loglevel=error
 	$(GO) run ./bench/hub
+
+# quantscope decode --out against a numpy table decoder and cp, side by side
+# on generated 7168×8192 FP8-block and NVFP4 modules (Debian's numpy: the
+# pyenv python on PATH has none, and PyPI is not used).
+bench-decode: build
+	@/usr/bin/python3 -c 'import numpy' 2>/dev/null || apt-get install -y python3-numpy || (apt-get update && apt-get install -y python3-numpy)
+	$(GO) run ./bench/decode -bin $(BIN) -python /usr/bin/python3
 
 # The page's engine: quantscope.wasm and Go's wasm_exec.js beside the binary.
 wasm:

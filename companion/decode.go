@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -34,6 +30,9 @@ func cmdDecode(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	if m, ok := c.Module(pos[1]); ok && (m.Name == pos[1] || m.Primary() == pos[1]) {
+		return decodeModule(ctx, c, m, *rowsFlag, *out, *asJSON, stdout)
+	}
 	d, err := decodeName(c, pos[1], *rowsFlag)
 	if err != nil {
 		return err
@@ -44,37 +43,21 @@ func cmdDecode(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if *asJSON {
-		vals := make([]any, len(d.values))
-		for i, v := range d.values {
-			vals[i] = jsonFloat(v)
-		}
-		b, err := json.Marshal(map[string]any{"name": d.name, "shape": []int{d.rows, d.cols}, "values": vals})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		b := appendJSONHead(nil, d.name, d.rows, d.cols)
+		b = appendJSONValues(b, d.values, true)
+		_, err = stdout.Write(append(b, "]}\n"...))
 		return err
 	}
-	st := scheme.ValueStats(d.values)
+	return printValueStats(stdout, d.rows, d.cols, scheme.ValueStats(d.values))
+}
+
+func printValueStats(w io.Writer, rows, cols int, st scheme.Stats) error {
 	line := fmt.Sprintf("min=%g max=%g mean=%g std=%g", st.Min, st.Max, st.Mean, st.Std)
 	if st.NaN+st.Inf > 0 {
 		line += fmt.Sprintf(" nan=%d inf=%d", st.NaN, st.Inf)
 	}
-	_, err = fmt.Fprintf(stdout, "shape=%d,%d\n%s\n", d.rows, d.cols, line)
+	_, err := fmt.Fprintf(w, "shape=%d,%d\n%s\n", rows, cols, line)
 	return err
-}
-
-// jsonFloat keeps NaN and infinities representable: JSON has no such numbers.
-func jsonFloat(v float32) any {
-	switch {
-	case v != v:
-		return "NaN"
-	case math.IsInf(float64(v), 1):
-		return "Infinity"
-	case math.IsInf(float64(v), -1):
-		return "-Infinity"
-	}
-	return float64(v)
 }
 
 type decoded struct {
@@ -175,15 +158,14 @@ func writeFloats(path string, v []float32) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	var buf [4]byte
-	for _, x := range v {
-		binary.LittleEndian.PutUint32(buf[:], math.Float32bits(x))
-		w.Write(buf[:])
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("%s: %w", path, err)
+	var buf []byte
+	for len(v) > 0 {
+		n := min(len(v), 1<<18)
+		if buf, err = writeLE(f, buf, v[:n]); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		v = v[n:]
 	}
 	return f.Close()
 }

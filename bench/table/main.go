@@ -4,7 +4,7 @@
 // -count N the median of the N ratios is shown. Plain throughputs are the
 // best of the N runs.
 //
-//	go test -run '^$' -bench . -count 5 ./formats/... | go run ./bench/table
+//	go test -run '^$' -bench . -count 5 ./formats/... ./kernels/... | go run ./bench/table
 package main
 
 import (
@@ -105,6 +105,20 @@ func main() {
 	if p := res["BenchmarkParseDeepSeekShard"]; p != nil && len(p.nsop) > 0 {
 		ms := slices.Min(p.nsop) / 1e6
 		fmt.Printf("| parse a 2,300-tensor header (one DeepSeek-R1-FP4 shard) | %.2f ms | | < 5 ms | %s |\n", ms, yes(ms < 5))
+	}
+	// Whole modules through the streamed pipeline (kernels/cpu), 1 and 2 workers.
+	mod := func(label, bench string) {
+		a, b := res[bench+"/workers=1"], res[bench+"/workers=2"]
+		if a == nil || b == nil {
+			return
+		}
+		r1, r2 := median(a.ratio), median(b.ratio)
+		fmt.Printf("| %s | %.0f%% of memmove | %.0f%% of memmove | %.2f× | ≥ 50%%, ≥ 1.7× | %s, %s |\n", label, r1, r2, r2/r1, yes(r1 >= 50), yes(r2/r1 >= 1.7))
+	}
+	if res["BenchmarkRatioModuleNVFP4/workers=1"] != nil || res["BenchmarkRatioModuleFP8Block/workers=1"] != nil {
+		fmt.Printf("\n| module dequantization, streamed (2048×8192, 64 MiB out) | 1 core | 2 cores | 2 cores / 1 core | target | met |\n|---|---|---|---|---|---|\n")
+		mod("NVFP4 (ModelOpt)", "BenchmarkRatioModuleNVFP4")
+		mod("FP8 128×128 blocks (DeepSeek)", "BenchmarkRatioModuleFP8Block")
 	}
 }
 

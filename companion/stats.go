@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quantscope/quantscope/companion/ops"
+	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/kernels/cpu"
+)
+
+func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the statistics as one JSON object")
+	bins := fs.Int("bins", 64, "value histogram bins")
+	var sf sourceFlags
+	sf.register(fs, true, true)
+	pos, err := parseFlags(fs, args, 2, "SOURCE MODULE")
+	if err != nil {
+		return err
+	}
+	if *bins < 1 || *bins > 4096 {
+		return &usageError{fmt.Sprintf("stats: --bins %d outside 1..4096", *bins)}
+	}
+	c, err := loadCheckpoint(ctx, pos[0], sf)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	bar := newProgressBar(stderr, "stats "+pos[1])
+	doc, err := ops.ModuleStats(ctx, ops.Env{Checkpoint: c, Backend: cpu.New(), Progress: bar.Report}, pos[1], ops.StatsParams{Bins: *bins})
+	bar.Done()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	}
+	return printStats(stdout, doc)
+}
+
+func printStats(w io.Writer, d *ops.StatsDoc) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  [%d, %d]  %s\n", d.Name, d.Shape[0], d.Shape[1], d.Format)
+	fmt.Fprintf(&b, "min=%g max=%g mean=%g std=%g nan=%d inf=%d\n", float64(d.Min), float64(d.Max), float64(d.Mean), float64(d.Std), d.NaN, d.Inf)
+	if d.Codes > 0 {
+		fmt.Fprintf(&b, "at the format's largest code: %.4f%% of %d codes\n", 100*float64(d.AtMaxFraction), d.Codes)
+	}
+	if d.Scales > 0 {
+		fmt.Fprintf(&b, "scales: %d (%d zero)", d.Scales, d.ScaleZero)
+		if d.ScaleE4M3 > 0 {
+			fmt.Fprintf(&b, "; of the E4M3 ones %.4f%% at 448, %.4f%% subnormal", 100*float64(d.ScaleAtMaxFraction), 100*float64(d.ScaleSubnormalFraction))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "%.3f s, %s read, %s\n", d.Seconds, humanBytes(d.BytesRead), d.Backend)
+	writeHist(&b, "values", d.Histogram, func(x float64) string { return fmt.Sprintf("%.4g", x) })
+	writeHist(&b, "scales (log2 bins)", d.ScaleHistogram, func(x float64) string {
+		_, e := math.Frexp(x)
+		return fmt.Sprintf("2^%d", e-1)
+	})
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeHist(b *strings.Builder, title string, h ops.HistJSON, label func(float64) string) {
+	if len(h.Counts) == 0 {
+		return
+	}
+	var top int64
+	for _, c := range h.Counts {
+		top = max(top, c)
+	}
+	fmt.Fprintf(b, "%s:\n", title)
+	for i, c := range h.Counts {
+		bar := strings.Repeat("#", int(40*c/max(top, 1)))
+		fmt.Fprintf(b, "  %11s .. %-11s %12d %s\n", label(h.Edges[i]), label(h.Edges[i+1]), c, bar)
+	}
+}
+
+// progressBar draws "label  42% [#####     ]" on a terminal's stderr, at most
+// ten times a second; on anything else (a pipe, a file, a test) it draws
+// nothing, so that logs stay clean.
+type progressBar struct {
+	w     io.Writer
+	label string
+	mu    sync.Mutex
+	last  time.Time
+	drawn bool
+}
+
+func newProgressBar(w io.Writer, label string) *progressBar {
+	f, ok := w.(*os.File)
+	if !ok {
+		return &progressBar{}
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return &progressBar{}
+	}
+	return &progressBar{w: w, label: label}
+}
+
+// Report is a kernels.Progress.
+func (p *progressBar) Report(done, total int64) {
+	if p.w == nil || total <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond || done == total {
+		p.last = now
+		n := int(30 * done / total)
+		fmt.Fprintf(p.w, "\r%s %3d%% [%s%s]", p.label, 100*done/total, strings.Repeat("#", n), strings.Repeat(" ", 30-n))
+		p.drawn = true
+	}
+}
+
+// Done clears the bar's line.
+func (p *progressBar) Done() {
+	if p.drawn {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", len(p.label)+40))
+	}
+}
+
+var _ kernels.Progress = (&progressBar{}).Report

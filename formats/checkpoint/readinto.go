@@ -1,0 +1,25 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ReadTensorInto fills dst with len(dst) bytes of a tensor's data at offset
+// off, without allocating: scheme's streamed decoders reuse their buffers.
+func (c *Checkpoint) ReadTensorInto(name string, dst []byte, off int64) error {
+	loc, ok := c.lookup(name)
+	if !ok {
+		return fmt.Errorf("%s: no tensor %q", c.Source.Name(), name)
+	}
+	n := int64(len(dst))
+	if off < 0 || uint64(off)+uint64(n) > loc.t.NBytes() {
+		return fmt.Errorf("%s: tensor %q: read [%d, %d) outside its %d bytes", loc.shard.Path, name, off, off+n, loc.t.NBytes())
+	}
+	at := loc.shard.Header.DataStart() + int64(loc.t.Begin) + off
+	if k, err := loc.shard.r.ReadAt(dst, at); err != nil && !(errors.Is(err, io.EOF) && int64(k) == n) {
+		return fmt.Errorf("%s: tensor %q: reading %d bytes at %d: %w", loc.shard.Path, name, n, at, err)
+	}
+	return nil
+}

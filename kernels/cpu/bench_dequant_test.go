@@ -1,0 +1,152 @@
+package cpu_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/quantscope/quantscope/companion/ops"
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/formats/scheme"
+	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/kernels/cpu"
+)
+
+// Full-module dequantization through the streamed pipeline (scheme's row
+// decoders under the CPU backend), against a memmove of the same output
+// measured in alternation. The module is held in memory and read as a
+// checkpoint would be (a copy into each decoder's buffer); the output goes
+// to the bands, reused, as it does on its way to a file. 2048×8192: 64 MiB
+// of float32 output, the size of the numeric decoders' large case.
+const benchRows, benchCols = 2048, 8192
+
+// memTensors serves tensors from one in-memory safetensors file, reading
+// into the caller's buffer as checkpoint.Checkpoint does.
+type memTensors struct {
+	h    *safetensors.Header
+	data []byte
+}
+
+func (m *memTensors) at(name string, off, n int64) ([]byte, error) {
+	t, ok := m.h.Lookup(name)
+	if !ok || off < 0 || uint64(off+n) > t.NBytes() {
+		return nil, fmt.Errorf("tensor %q: read [%d, %d) outside", name, off, off+n)
+	}
+	s := m.h.DataStart() + int64(t.Begin) + off
+	return m.data[s : s+n], nil
+}
+
+func (m *memTensors) ReadTensor(name string, off, n int64) ([]byte, error) {
+	b, err := m.at(name, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), b...), nil
+}
+
+func (m *memTensors) ReadTensorInto(name string, dst []byte, off int64) error {
+	b, err := m.at(name, off, int64(len(dst)))
+	if err == nil {
+		copy(dst, b)
+	}
+	return err
+}
+
+func benchModule(b *testing.B, format string) (*scheme.Module, *memTensors) {
+	r := rand.New(rand.NewPCG(7, 8))
+	rnd := func(n int, code func() byte) []byte {
+		out := make([]byte, n)
+		for i := range out {
+			out[i] = code()
+		}
+		return out
+	}
+	e4m3 := func() byte { return byte(r.IntN(0x7E)) | byte(r.IntN(2))<<7 } // any finite code
+	var ts []safetensors.WriteTensor
+	var s *scheme.Scheme
+	switch format {
+	case "nvfp4":
+		scale2 := make([]byte, 4)
+		copy(scale2, []byte{0, 0, 0x80, 0x3B}) // 2^-8
+		ts = []safetensors.WriteTensor{
+			{Name: "m.weight", DType: safetensors.U8, Shape: []uint64{benchRows, benchCols / 2}, Data: rnd(benchRows*benchCols/2, func() byte { return byte(r.Uint32()) })},
+			{Name: "m.weight_scale", DType: safetensors.F8_E4M3, Shape: []uint64{benchRows, benchCols / 16}, Data: rnd(benchRows*benchCols/16, func() byte { return byte(r.IntN(0x7E)) })},
+			{Name: "m.weight_scale_2", DType: safetensors.F32, Shape: []uint64{}, Data: scale2},
+		}
+		s = &scheme.Scheme{Method: "modelopt", Family: scheme.FamilyNVFP4}
+	case "fp8-block":
+		scales := make([]float32, (benchRows/128)*(benchCols/128))
+		for i := range scales {
+			scales[i] = float32(r.Float64()) * 1e-3
+		}
+		sb := make([]byte, 4*len(scales))
+		for i, v := range scales {
+			binary.LittleEndian.PutUint32(sb[4*i:], math.Float32bits(v))
+		}
+		ts = []safetensors.WriteTensor{
+			{Name: "m.weight", DType: safetensors.F8_E4M3, Shape: []uint64{benchRows, benchCols}, Data: rnd(benchRows*benchCols, e4m3)},
+			{Name: "m.weight_scale_inv", DType: safetensors.F32, Shape: []uint64{benchRows / 128, benchCols / 128}, Data: sb},
+		}
+		s = &scheme.Scheme{Method: "fp8", Family: scheme.FamilyFP8}
+	}
+	data, err := safetensors.Encode(ts, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := safetensors.Parse("bench.safetensors", data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var infos []scheme.TensorInfo
+	for _, t := range h.Tensors {
+		infos = append(infos, scheme.TensorInfo{Name: t.Name, DType: t.DType, Shape: t.Shape, NBytes: t.NBytes()})
+	}
+	mods := scheme.Group(infos, s, nil)
+	if len(mods) != 1 || mods[0].Format != map[string]string{"nvfp4": scheme.FormatNVFP4, "fp8-block": scheme.FormatFP8}[format] {
+		b.Fatalf("grouped %d modules", len(mods))
+	}
+	return mods[0], &memTensors{h: h, data: data}
+}
+
+// benchRatio times the module's streamed dequantization on workers cores
+// and a memmove of the same output size in alternation, and reports the
+// dequantization's output bandwidth as a percentage of memmove's.
+func benchRatio(b *testing.B, format string) {
+	m, mem := benchModule(b, format)
+	src, err := ops.ModuleSource(m, mem)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			be := &cpu.Backend{Workers: workers}
+			n := benchRows * benchCols
+			from, to := make([]float32, n), make([]float32, n)
+			copy(to, from) // fault the pages in before timing
+			be.Dequantize(context.Background(), src, kernels.DequantOptions{}, func(*kernels.Band) error { return nil })
+			sink := func(*kernels.Band) error { return nil }
+			var tMove, tDec time.Duration
+			b.SetBytes(4 * int64(n))
+			for b.Loop() {
+				t0 := time.Now()
+				copy(to, from)
+				t1 := time.Now()
+				if err := be.Dequantize(context.Background(), src, kernels.DequantOptions{}, sink); err != nil {
+					b.Fatal(err)
+				}
+				t2 := time.Now()
+				tMove += t1.Sub(t0)
+				tDec += t2.Sub(t1)
+			}
+			b.ReportMetric(100*float64(tMove)/float64(tDec), "%memmove")
+			b.ReportMetric(float64(4*int64(n)*int64(b.N))/tDec.Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
+func BenchmarkRatioModuleNVFP4(b *testing.B)    { benchRatio(b, "nvfp4") }
+func BenchmarkRatioModuleFP8Block(b *testing.B) { benchRatio(b, "fp8-block") }
