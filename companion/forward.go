@@ -155,21 +155,3 @@ func openModel(ctx context.Context, source string, sf sourceFlags) (*model.Model
 	}
 	return m, func() { c.Close() }, nil
 }
-
-// progressLine shows progress on stderr when it is a terminal.
-func progressLine(stderr io.Writer, what, unit string) kernels.Progress {
-	f, ok := stderr.(*os.File)
-	if !ok {
-		return nil
-	}
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	return func(done, total int64) {
-		end := ""
-		if done == total {
-			end = "\n"
-		}
-		fmt.Fprintf(f, "\r%s: %d/%d %s%s", what, done, total, unit, end)
-	}
-}

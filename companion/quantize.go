@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/quantscope/quantscope/companion/ops"
 	"github.com/quantscope/quantscope/kernels"
@@ -47,9 +45,9 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	defer c.Close()
 	op, _ := ops.Lookup("quantize")
-	bar := newQuantBar(stderr, "quantize "+pos[1])
-	res, err := op(ctx, ops.Env{Checkpoint: c, Backend: cpu.New(), Progress: bar.update}, pos[1], params)
-	bar.finish()
+	bar := newProgressBar(stderr, "quantize "+pos[1])
+	res, err := op(ctx, ops.Env{Checkpoint: c, Backend: cpu.New(), Progress: bar.Report}, pos[1], params)
+	bar.Done()
 	if err != nil {
 		return err
 	}
@@ -65,46 +63,4 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	_, err = fmt.Fprintf(stdout, "wrote %s: %s %v (%s, %s naming), %d bytes: %s\n", *out, j["format"], j["shape"], j["recipe"], j["naming"],
 		j["bytes"], strings.Join(j["tensors"].([]string), ", "))
 	return err
-}
-
-// quantBar is a progress bar on stderr, drawn only when stderr is a
-// terminal, at most every 100 ms; kernels call update from several goroutines.
-type quantBar struct {
-	mu    sync.Mutex
-	w     io.Writer
-	label string
-	last  time.Time
-	drawn bool
-}
-
-func newQuantBar(w io.Writer, label string) *quantBar {
-	f, ok := w.(*os.File)
-	if !ok {
-		return &quantBar{}
-	}
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return &quantBar{}
-	}
-	return &quantBar{w: w, label: label}
-}
-
-func (b *quantBar) update(done, total int64) {
-	if b.w == nil || total <= 0 {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if now := time.Now(); now.Sub(b.last) >= 100*time.Millisecond || done == total {
-		b.last = now
-		const width = 30
-		n := int(width * done / total)
-		fmt.Fprintf(b.w, "\r%s [%s%s] %3d%%", b.label, strings.Repeat("=", n), strings.Repeat(" ", width-n), 100*done/total)
-		b.drawn = true
-	}
-}
-
-func (b *quantBar) finish() {
-	if b.w != nil && b.drawn {
-		fmt.Fprintln(b.w)
-	}
 }

@@ -34,9 +34,9 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer c.Close()
 	op, _ := ops.Lookup("report")
-	bar := newQuantBar(stderr, "report "+pos[1])
-	res, err := op(ctx, ops.Env{Checkpoint: c, Backend: cpu.New(), Progress: bar.update}, pos[1], params)
-	bar.finish()
+	bar := newProgressBar(stderr, "report "+pos[1])
+	res, err := op(ctx, ops.Env{Checkpoint: c, Backend: cpu.New(), Progress: bar.Report}, pos[1], params)
+	bar.Done()
 	if err != nil {
 		return err
 	}

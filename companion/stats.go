@@ -7,13 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/quantscope/quantscope/companion/ops"
-	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 )
 
@@ -90,49 +86,3 @@ func writeHist(b *strings.Builder, title string, h ops.HistJSON, label func(floa
 		fmt.Fprintf(b, "  %11s .. %-11s %12d %s\n", label(h.Edges[i]), label(h.Edges[i+1]), c, bar)
 	}
 }
-
-// progressBar draws "label  42% [#####     ]" on a terminal's stderr, at most
-// ten times a second; on anything else (a pipe, a file, a test) it draws
-// nothing, so that logs stay clean.
-type progressBar struct {
-	w     io.Writer
-	label string
-	mu    sync.Mutex
-	last  time.Time
-	drawn bool
-}
-
-func newProgressBar(w io.Writer, label string) *progressBar {
-	f, ok := w.(*os.File)
-	if !ok {
-		return &progressBar{}
-	}
-	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return &progressBar{}
-	}
-	return &progressBar{w: w, label: label}
-}
-
-// Report is a kernels.Progress.
-func (p *progressBar) Report(done, total int64) {
-	if p.w == nil || total <= 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond || done == total {
-		p.last = now
-		n := int(30 * done / total)
-		fmt.Fprintf(p.w, "\r%s %3d%% [%s%s]", p.label, 100*done/total, strings.Repeat("#", n), strings.Repeat(" ", 30-n))
-		p.drawn = true
-	}
-}
-
-// Done clears the bar's line.
-func (p *progressBar) Done() {
-	if p.drawn {
-		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", len(p.label)+40))
-	}
-}
-
-var _ kernels.Progress = (&progressBar{}).Report
