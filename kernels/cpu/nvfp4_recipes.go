@@ -220,10 +220,10 @@ func (s *sweep) bestHessian(w []float32, h *hessian16) byte {
 // GPT-QModel's block algorithms (activation_floatx.py:210-297), shared by
 // the weight recipes four_six / least_squares and the W4A-NVFP4 activations.
 const (
-	blockNvidia            = iota // seed M = 6 only
-	blockFourSix                  // seeds M = 4 then M = 6
-	blockLeastSquares             // four_six plus the least-squares refinements
-	blockLeastSquaresGrid         // least_squares plus codes best±8 (clamped to 1..126)
+	blockNvidia           = iota // seed M = 6 only
+	blockFourSix                 // seeds M = 4 then M = 6
+	blockLeastSquares            // four_six plus the least-squares refinements
+	blockLeastSquaresGrid        // least_squares plus codes best±8 (clamped to 1..126)
 )
 
 // gptqmodelBlock is GPT-QModel's _nvfp4_mse_quantize_blocks for one block
