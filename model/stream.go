@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/kernels"
 )
@@ -196,3 +197,6 @@ func (m *Model) RunLayer(ctx context.Context, l int, h kernels.Matrix, opt Optio
 func Causal(opt Options) bool {
 	return opt.W4A != W4ANVFP4
 }
+
+// Checkpoint is the checkpoint the model reads its weights from.
+func (m *Model) Checkpoint() *checkpoint.Checkpoint { return m.c }
