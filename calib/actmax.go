@@ -61,6 +61,7 @@ func ActMax(ctx context.Context, m *model.Model, d *Data, o Options, hooks ActMa
 	opt := model.Options{W4A: model.W4ANVFP4, Recipe: recipe, Scales: scales}
 	for l := range L {
 		pre := fmt.Sprintf("model.layers.%d.", l)
+		opt.Weights = model.NewWeightCache() // this layer's weights, read once
 		for _, name := range all {
 			if !strings.HasPrefix(name, pre) {
 				continue
@@ -101,6 +102,7 @@ func ActMax(ctx context.Context, m *model.Model, d *Data, o Options, hooks ActMa
 				return nil, fmt.Errorf("act_max: layer %d, sequence %d: %w", l, i+1, err)
 			}
 		}
+		opt.Weights = nil
 	}
 	return rep, nil
 }

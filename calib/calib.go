@@ -119,6 +119,7 @@ func observeAll(ctx context.Context, m *model.Model, d *Data, o Options, fn func
 	opt.W4A, opt.Recipe = o.W4A, o.Recipe
 	opt.Observe = func(p string, x kernels.Matrix) error { fn(p, x); return nil }
 	for l := range L {
+		opt.Weights = model.NewWeightCache()
 		for i := range hs {
 			if err := m.RunLayer(ctx, l, hs[i], opt); err != nil {
 				return fmt.Errorf("layer %d, sequence %d: %w", l, i+1, err)

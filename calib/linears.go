@@ -33,7 +33,7 @@ func eachLayerInputs(ctx context.Context, m *model.Model, d *Data, o Options, wa
 	L := m.Config.Layers
 	for l := range L {
 		got := map[string][]kernels.Matrix{}
-		opt := model.Options{LinearInput: func(name string, x kernels.Matrix) {
+		opt := model.Options{Weights: model.NewWeightCache(), LinearInput: func(name string, x kernels.Matrix) {
 			if want(name) {
 				got[name] = append(got[name], x)
 			}

@@ -40,6 +40,10 @@ type Options struct {
 	Observe func(producer string, x kernels.Matrix) error
 	// LinearInput, when set, sees each projection's float32 input.
 	LinearInput func(module string, x kernels.Matrix)
+	// Weights, when set, keeps the projections a forward reads, so that
+	// many runs of one layer (calibration) read its weights once; nil
+	// reads, uses and drops each (the streamed forward).
+	Weights *WeightCache
 	// Progress is told after the embedding, each decoder layer and the head:
 	// done out of Layers+2.
 	Progress kernels.Progress
@@ -322,27 +326,38 @@ func (m *Model) linear(ctx context.Context, name string, op operand, st *stream)
 	if st.opt.LinearInput != nil {
 		st.opt.LinearInput(name, op.x)
 	}
-	mod, _ := m.c.Module(name)
-	bias, err := m.bias(mod)
+	w4a := op.fp8 != nil || op.nvfp4 != nil
+	lw, err := st.opt.Weights.get(name, w4a, func() (layerWeight, error) { return m.readLinear(name, w4a) })
 	if err != nil {
 		return kernels.Matrix{}, err
 	}
-	if op.fp8 != nil || op.nvfp4 != nil {
+	switch {
+	case op.nvfp4 != nil:
+		return m.be.W4ANVFP4Linear(ctx, op.nvfp4, lw.w4a)
+	case op.fp8 != nil:
+		return m.be.W4AFP8Linear(ctx, op.fp8, lw.w4a)
+	}
+	return m.be.LinearF32(ctx, op.x, lw.dense, lw.bias)
+}
+
+// readLinear reads one projection's weight: the W4A codes, or the float32
+// values.
+func (m *Model) readLinear(name string, w4a bool) (layerWeight, error) {
+	mod, _ := m.c.Module(name)
+	bias, err := m.bias(mod)
+	if err != nil {
+		return layerWeight{}, err
+	}
+	if w4a {
 		w, err := m.w4aWeight(mod, bias)
-		if err != nil {
-			return kernels.Matrix{}, err
-		}
-		if op.nvfp4 != nil {
-			return m.be.W4ANVFP4Linear(ctx, op.nvfp4, w)
-		}
-		return m.be.W4AFP8Linear(ctx, op.fp8, w)
+		return layerWeight{w4a: w}, err
 	}
 	rows, cols := mod.Matrix2D()
 	w, err := scheme.Dequantize(mod, m.c, 0, int(rows))
 	if err != nil {
-		return kernels.Matrix{}, err
+		return layerWeight{}, err
 	}
-	return m.be.LinearF32(ctx, op.x, kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: w}, bias)
+	return layerWeight{dense: kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: w}, bias: bias}, nil
 }
 
 // head is the LM head (or the tied embedding) over x, a chunk of vocabulary

@@ -200,3 +200,36 @@ func Causal(opt Options) bool {
 
 // Checkpoint is the checkpoint the model reads its weights from.
 func (m *Model) Checkpoint() *checkpoint.Checkpoint { return m.c }
+
+// WeightCache holds projections read by RunLayer/Forward calls that share
+// it: calibration keeps one per layer (its memory is that layer's weights)
+// and drops it before the next.
+type WeightCache struct {
+	m map[string]layerWeight
+}
+
+// NewWeightCache returns an empty cache.
+func NewWeightCache() *WeightCache { return &WeightCache{m: map[string]layerWeight{}} }
+
+type layerWeight struct {
+	w4a   *kernels.W4AWeight
+	dense kernels.Matrix
+	bias  []float32
+}
+
+// get returns name's weight in the form asked for, read by read on a miss;
+// a nil cache always reads.
+func (c *WeightCache) get(name string, w4a bool, read func() (layerWeight, error)) (layerWeight, error) {
+	if c == nil {
+		return read()
+	}
+	key := name + map[bool]string{true: "#w4a", false: "#dense"}[w4a]
+	if w, ok := c.m[key]; ok {
+		return w, nil
+	}
+	w, err := read()
+	if err == nil {
+		c.m[key] = w
+	}
+	return w, err
+}
