@@ -17,7 +17,7 @@ import (
 //	codes        a_i = e2m1(x_i / f32(s_b·g)), nearest, ties to even
 //	planes       high = floor((c+2)/4), low = c − 4·high
 //	group sums   L_tog = Σ_{i in g} (a_i·s_b)·low_oi, H_tog likewise with
-//	             high: each exact (an integer in units of 2^-10 below 2^31),
+//	             high: each exact (an int32 in units of 2^-10, |sum| < 2^31),
 //	             rounded once to float32 (the FP32 accumulator of one
 //	             block-scaled MMA per group; exact whenever it fits 24 bits)
 //	output       y_to = f32(f32(Σ_g f32(f32(L + f32(4·H))·scale_og)) · g) + bias_o
@@ -149,10 +149,15 @@ func (b *Backend) W4ANVFP4Linear(ctx context.Context, a *kernels.NVFP4Tokens, w 
 				x := units[t*K : (t+1)*K]
 				var acc float32
 				for gr := range groups {
-					var L, H int64
-					for i := gr * kernels.W4AGroup; i < (gr+1)*kernels.W4AGroup; i++ {
-						L += int64(x[i]) * int64(lo[i])
-						H += int64(x[i]) * int64(hi[i])
+					// |a·s_b| ≤ 12·229376 units, planes ≤ 2 in magnitude:
+					// a group's sum stays under 128·2^22.4 < 2^31
+					var L, H int32
+					xg := x[gr*kernels.W4AGroup : (gr+1)*kernels.W4AGroup]
+					lg := lo[gr*kernels.W4AGroup : (gr+1)*kernels.W4AGroup]
+					hg := hi[gr*kernels.W4AGroup : (gr+1)*kernels.W4AGroup]
+					for i, v := range xg {
+						L += v * int32(lg[i])
+						H += v * int32(hg[i])
 					}
 					lf := float32(L) * (1.0 / 1024)
 					hf := float32(H) * (1.0 / 1024)
