@@ -254,3 +254,44 @@ func TestW4ANVFP4Validation(t *testing.T) {
 		t.Errorf("empty input: %v %v", y, err)
 	}
 }
+
+// The largest group sums: every value saturating at E2M1 6 with the E4M3
+// scale 448 (a calibrated global scale far below the operand's), against
+// weights of all −8 or all 7: still exact, as the plain sum says.
+func TestW4ANVFP4LargestSums(t *testing.T) {
+	b := New()
+	x := kernels.Matrix{Rows: 2, Cols: 128, Data: make([]float32, 256)}
+	for i := range x.Data {
+		x.Data[i] = 1000
+		if i >= 128 {
+			x.Data[i] = -1000
+		}
+	}
+	w := &kernels.W4AWeight{Name: "m", In: 128, Out: 32, Codes: make([]int8, 128*32), Scales: make([]float32, 32)}
+	for i := range w.Codes {
+		w.Codes[i] = int8(-8 + 15*(i/128%2))
+	}
+	for i := range w.Scales {
+		w.Scales[i] = 1
+	}
+	a, err := b.W4ANVFP4Quantize(context.Background(), x, kernels.ActNvidia, 1e-3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Scales[0] != 0x7E || a.Codes[0] != 7 {
+		t.Fatalf("scale code %#x, value code %d: not saturated", a.Scales[0], a.Codes[0])
+	}
+	y, err := b.W4ANVFP4Linear(context.Background(), a, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := refW4ANVFP4(x, w, kernels.ActNvidia, 1e-3)
+	for i := range want {
+		if y.Data[i] != want[i] {
+			t.Fatalf("y[%d] = %v, want %v", i, y.Data[i], want[i])
+		}
+	}
+	if want[0] != float32(float32(6*448*128*-8)*1e-3) {
+		t.Fatalf("plain y[0] = %v", want[0])
+	}
+}
