@@ -50,22 +50,38 @@ func LocalHessians(ctx context.Context, m *model.Model, d *Data, o Options, be k
 	return out, err
 }
 
-// DumpInputs writes the inputs the decoder gives one projection over every
-// sequence as little-endian float32 [tokens, in] to path: the --data file
-// of `quantize --recipe local_hessian`, which writes the quantized module.
-func DumpInputs(ctx context.Context, m *model.Model, d *Data, o Options, module, path string) (tokens, in int, err error) {
+// Inputs returns the inputs the decoder gives one projection over every
+// sequence, stacked [tokens, in].
+func Inputs(ctx context.Context, m *model.Model, d *Data, o Options, module string) (kernels.Matrix, error) {
+	var got kernels.Matrix
 	found := false
-	err = eachLayerInputs(ctx, m, d, o, func(n string) bool { return n == module }, func(_ string, x kernels.Matrix) error {
-		found = true
-		tokens, in = x.Rows, x.Cols
-		b := make([]byte, 4*len(x.Data))
-		for i, v := range x.Data {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-		}
-		return os.WriteFile(path, b, 0o644)
+	err := eachLayerInputs(ctx, m, d, o, func(n string) bool { return n == module }, func(_ string, x kernels.Matrix) error {
+		found, got = true, x
+		return nil
 	})
 	if err == nil && !found {
 		err = fmt.Errorf("local_hessian: --module %q is not a projection of this Llama (model.layers.N.self_attn.q_proj … mlp.down_proj)", module)
 	}
-	return tokens, in, err
+	return got, err
+}
+
+// F32Bytes is x as little-endian float32, row-major: the --data file of
+// `quantize --recipe local_hessian`.
+func F32Bytes(x kernels.Matrix) []byte {
+	b := make([]byte, 4*len(x.Data))
+	for i, v := range x.Data {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+// DumpInputs writes Inputs to path as little-endian float32 [tokens, in]:
+// the --data file of `quantize --recipe local_hessian`, which writes the
+// quantized module.
+func DumpInputs(ctx context.Context, m *model.Model, d *Data, o Options, module, path string) (tokens, in int, err error) {
+	x, err := Inputs(ctx, m, d, o, module)
+	if err != nil {
+		return 0, 0, err
+	}
+	return x.Rows, x.Cols, os.WriteFile(path, F32Bytes(x), 0o644)
 }

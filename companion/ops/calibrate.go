@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/quantscope/quantscope/calib"
@@ -136,18 +137,23 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 		return &Result{JSON: map[string]any{"pass": p.Pass, "weights": "nvfp4 (max)", "alphas": calib.AWQAlphas, "modules": r, "data": ref}}, nil
 	}
 	if p.Module != "" {
-		dir := env.WriteDir
-		if dir == "" {
-			dir = filepath.Dir(p.Data)
-		}
-		path := filepath.Join(dir, "local_hessian."+p.Module+".f32")
-		tok, in, err := calib.DumpInputs(ctx, m, d, o, p.Module, path)
+		// the dump: written to WriteDir when the companion has one, else
+		// returned as the file's bytes
+		x, err := calib.Inputs(ctx, m, d, o, p.Module)
 		if err != nil {
 			return nil, err
 		}
+		f := File{Name: "local_hessian." + p.Module + ".f32", Data: calib.F32Bytes(x)}
+		if env.WriteDir != "" {
+			f.Path = filepath.Join(env.WriteDir, f.Name)
+			if err := os.WriteFile(f.Path, f.Data, 0o644); err != nil {
+				return nil, err
+			}
+			f.Data = nil
+		}
 		return &Result{
-			JSON:  map[string]any{"pass": p.Pass, "module": p.Module, "tokens": tok, "in": in, "out": path, "data": ref, "next": "quantscope quantize --format nvfp4 --recipe local_hessian --data " + path + " --out FILE SOURCE " + p.Module},
-			Files: []File{{Name: filepath.Base(path), Path: path}},
+			JSON:  map[string]any{"pass": p.Pass, "module": p.Module, "tokens": x.Rows, "in": x.Cols, "file": f.Name, "data": ref, "next": "quantscope quantize --format nvfp4 --recipe local_hessian --data " + f.Name + " --out FILE SOURCE " + p.Module},
+			Files: []File{f},
 		}, nil
 	}
 	r, err := calib.LocalHessians(ctx, m, d, o, env.Backend)

@@ -57,3 +57,31 @@ func TestCalibrateOp(t *testing.T) {
 		}
 	}
 }
+
+func TestCalibrateOpDump(t *testing.T) {
+	s := synth.SmallLlama()
+	repo, _ := synth.LlamaRepo(s, synth.LlamaWeights(s), "f32")
+	dir := t.TempDir()
+	if err := repo.WriteDir(filepath.Join(dir, "m")); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "d.txt")
+	os.WriteFile(data, []byte("1 2 3 4 5\n9 8 7\n"), 0o644)
+	env := Env{Checkpoint: load(t, filepath.Join(dir, "m")), Backend: cpu.New()}
+	op, _ := Lookup("calibrate")
+	res, err := op(context.Background(), env, "", json.RawMessage(`{"pass":"local_hessian","data":"`+data+`","module":"model.layers.0.self_attn.o_proj"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) != 1 || len(res.Files[0].Data) != 8*256*4 || res.Files[0].Path != "" {
+		t.Fatalf("files %+v", res.Files)
+	}
+	env.WriteDir = t.TempDir()
+	res, err = op(context.Background(), env, "", json.RawMessage(`{"pass":"local_hessian","data":"`+data+`","module":"model.layers.0.self_attn.o_proj"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(res.Files[0].Path); err != nil || st.Size() != 8*256*4 {
+		t.Fatalf("written: %v %v", st, err)
+	}
+}
