@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/quantscope/quantscope/calib"
 	"github.com/quantscope/quantscope/model"
 )
 
@@ -19,7 +20,10 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, `print {"tokens","nll","perplexity"}`)
 	data := fs.String("data", "", "token ids, one sequence per line (ids separated by whitespace or commas)")
-	w4a := fs.String("w4a", model.W4ANone, "none or fp8")
+	w4a := fs.String("w4a", model.W4ANone, "none, fp8 or nvfp4")
+	var sc streamFlags
+	sc.register(fs)
+	allowOverlap := fs.Bool("allow-overlap", false, "evaluate on the file the --scales report was calibrated on")
 	compare := fs.Bool("compare", false, "run the dense forward and the --w4a one side by side and report the difference")
 	var sf sourceFlags
 	sf.register(fs, true, true)
@@ -31,11 +35,24 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &usageError{"eval: --data is required"}
 	}
 	if *compare && (*w4a == model.W4ANone || *w4a == "") {
-		return &usageError{"eval: --compare needs --w4a fp8 (the side to compare with the dense forward)"}
+		return &usageError{"eval: --compare needs --w4a fp8 or nvfp4 (the side to compare with the dense forward)"}
 	}
 	lines, err := readSequences(*data)
 	if err != nil {
 		return err
+	}
+	opt, scales, err := sc.options(*w4a, stderr)
+	if err != nil {
+		return err
+	}
+	if scales != nil {
+		d, err := calib.ReadData(*data)
+		if err != nil {
+			return err
+		}
+		if err := scales.CheckOverlap(d, *allowOverlap); err != nil {
+			return err
+		}
 	}
 	m, closer, err := openModel(ctx, pos[0], sf)
 	if err != nil {
@@ -48,7 +65,12 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var res []perplexity
 	for _, mode := range modes {
-		p, err := evalMode(ctx, m, lines, mode, *data, progressLine(stderr, "eval "+mode, "sequences"))
+		o := opt
+		if mode == model.W4ANone {
+			o = model.Options{}
+		}
+		o.W4A = mode
+		p, err := evalMode(ctx, m, lines, o, *data, progressLine(stderr, "eval "+mode, "sequences"))
 		if err != nil {
 			return err
 		}
@@ -103,8 +125,9 @@ func readSequences(path string) ([][]int, error) {
 	return seqs, nil
 }
 
-func evalMode(ctx context.Context, m *model.Model, seqs [][]int, mode, path string, progress func(done, total int64)) (perplexity, error) {
-	p, err := m.Perplexity(ctx, seqs, model.Options{W4A: mode, Progress: progress})
+func evalMode(ctx context.Context, m *model.Model, seqs [][]int, opt model.Options, path string, progress func(done, total int64)) (perplexity, error) {
+	opt.Progress = progress
+	p, err := m.Perplexity(ctx, seqs, opt)
 	if err != nil {
 		return perplexity{}, fmt.Errorf("%s: %w", path, err)
 	}

@@ -24,7 +24,9 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, `print {"shape":[T,V],"logits":[[...],...]}`)
 	tokensFlag := fs.String("tokens", "", "token ids: 1,2,3 or @FILE (ids separated by whitespace or commas)")
-	w4a := fs.String("w4a", model.W4ANone, "none (dequantized weights in float32) or fp8 (W4A-FP8 on GPTQ INT4)")
+	w4a := fs.String("w4a", model.W4ANone, "none (dequantized weights in float32), fp8 or nvfp4 (W4A-FP8 / W4A-NVFP4 on GPTQ INT4)")
+	var sc streamFlags
+	sc.register(fs)
 	out := fs.String("out", "", "write the logits as little-endian float32 [T, V] to FILE")
 	var sf sourceFlags
 	sf.register(fs, true, true)
@@ -39,12 +41,17 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	opt, _, err := sc.options(*w4a, stderr)
+	if err != nil {
+		return err
+	}
 	m, closer, err := openModel(ctx, pos[0], sf)
 	if err != nil {
 		return err
 	}
 	defer closer()
-	logits, err := m.Forward(ctx, tokens, model.Options{W4A: *w4a, Progress: progressLine(stderr, "forward", "layers")})
+	opt.Progress = progressLine(stderr, "forward", "layers")
+	logits, err := m.Forward(ctx, tokens, opt)
 	var te *model.TokenError
 	if errors.As(err, &te) {
 		return fmt.Errorf("--tokens %s: %w", *tokensFlag, err)
@@ -62,8 +69,8 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		writeLogitsJSON(w, logits)
 	} else {
 		mode := "dense float32"
-		if *w4a == model.W4AFP8 {
-			mode = "w4a fp8 (" + w4aNote + ")"
+		if *w4a == model.W4AFP8 || *w4a == model.W4ANVFP4 {
+			mode = "w4a " + *w4a + " (" + w4aNote + ")"
 		}
 		fmt.Fprintf(w, "logits [%d, %d], %s\n", logits.Rows, logits.Cols, mode)
 		for t := range logits.Rows {

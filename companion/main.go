@@ -7,8 +7,9 @@
 //	quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp] [--w4a fp8|nvfp4] [--reserve R] SOURCE
 //	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]...
 //	quantscope hub     [--addr 127.0.0.1:8090] DIR
-//	quantscope forward [--json] --tokens IDS [--w4a none|fp8] [--out FILE] SOURCE
-//	quantscope eval    [--json] --data FILE [--w4a none|fp8] [--compare] SOURCE
+//	quantscope forward [--json] --tokens IDS [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R] [--scales FILE] [--out FILE] SOURCE
+//	quantscope eval    [--json] --data FILE [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R] [--scales FILE] [--allow-overlap] [--compare] SOURCE
+//	quantscope calibrate --pass P --data FILE [--w4a fp8|nvfp4] [--recipe R] [--json] [--out FILE] SOURCE
 //
 // Bad input of any kind exits with status 1 and one line `error: ...` on
 // stderr naming the file, the tensor and the rule; nothing partial is printed
@@ -41,10 +42,15 @@ usage:
                      prints the page's URL with a per-launch token; /ws is the companion
   quantscope hub     [--addr 127.0.0.1:8090] DIR
   quantscope demo    DIR        write the generated demo repos under DIR
-  quantscope forward [--json] --tokens IDS [--w4a none|fp8] [--out FILE] SOURCE
+  quantscope forward [--json] --tokens IDS [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R]
+                     [--scales FILE] [--out FILE] SOURCE
                      Llama logits of one sequence (IDS: 1,2,3 or @FILE)
-  quantscope eval    [--json] --data FILE [--w4a none|fp8] [--compare] SOURCE
+  quantscope eval    [--json] --data FILE [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R]
+                     [--scales FILE [--allow-overlap]] [--compare] SOURCE
                      perplexity over FILE's token id lines; --compare: dense and W4A side by side
+  quantscope calibrate --pass weight_max|act_max|percentile|headroom|awq_lite|local_hessian
+                     --data FILE [--w4a fp8|nvfp4] [--recipe R] [--json] [--out FILE] SOURCE
+                     act_max --w4a nvfp4: GPT-QModel's producer_maximum report (forward --scales)
   quantscope quantize --format nvfp4|fp8_e4m3|fp8_e5m2 [--recipe max|mse|four_six|least_squares|local_hessian]
                       [--scale tensor|row|block] [--block R,C] [--naming modelopt|compressed-tensors|gptqmodel]
                       [--data FILE] --out FILE SOURCE MODULE
@@ -112,6 +118,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return cmdForward(ctx, rest, stdout, stderr)
 	case "eval":
 		return cmdEval(ctx, rest, stdout, stderr)
+	case "calibrate":
+		return cmdCalibrate(ctx, rest, stdout, stderr)
 	case "quantize":
 		return cmdQuantize(ctx, rest, stdout, stderr)
 	case "report":

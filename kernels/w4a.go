@@ -40,6 +40,7 @@ type W4A interface {
 	W4AFP8Quantize(ctx context.Context, x Matrix) (*FP8Tokens, error)
 	// W4AFP8Linear is W4AFP8's GEMM on an already quantized operand.
 	W4AFP8Linear(ctx context.Context, a *FP8Tokens, w *W4AWeight) (Matrix, error)
+	W4ANVFP4
 }
 
 // FP8Tokens is an activation quantized for W4A-FP8: one E4M3 code per value

@@ -17,11 +17,33 @@ import (
 const (
 	W4ANone = "none" // every linear in float32, quantized weights dequantized
 	W4AFP8  = "fp8"  // the seven projections as W4A-FP8 linears (GPTQ INT4 weights)
+	// W4ANVFP4 is GPT-QModel's W4A-NVFP4 Llama stream (stream.go).
+	W4ANVFP4 = "nvfp4"
 )
 
 // Options tune a forward.
 type Options struct {
-	W4A string // W4ANone (or "") or W4AFP8
+	W4A string // W4ANone (or ""), W4AFP8 or W4ANVFP4
+	// Attention is the attention policy of the W4A stream (input norm,
+	// q/k/v, o_proj): "" follows W4A; W4AFP8 with W4A nvfp4 is the mixed
+	// policy (attention FP8, MLP NVFP4).
+	Attention string
+	// Recipe is the NVFP4 activation recipe (default least_squares).
+	Recipe string
+	// Scales are calibrated NVFP4 global scales by producer name (a
+	// producer_maximum report's global_scales); a producer without one is
+	// quantized with the dynamic, non-causal scale of its whole operand.
+	Scales map[string]float32
+	// Observe, when set, sees every producer's value before quantization
+	// (stream.go's Producers); an error stops the forward and is returned
+	// (ErrStop stops a RunLayer quietly).
+	Observe func(producer string, x kernels.Matrix) error
+	// LinearInput, when set, sees each projection's float32 input.
+	LinearInput func(module string, x kernels.Matrix)
+	// Weights, when set, keeps the projections a forward reads, so that
+	// many runs of one layer (calibration) read its weights once; nil
+	// reads, uses and drops each (the streamed forward).
+	Weights *WeightCache
 	// Progress is told after the embedding, each decoder layer and the head:
 	// done out of Layers+2.
 	Progress kernels.Progress
@@ -145,31 +167,19 @@ func (m *Model) Forward(ctx context.Context, tokens []int, opt Options) (kernels
 			return kernels.Matrix{}, &TokenError{Position: i, ID: id, Vocab: cfg.Vocab}
 		}
 	}
-	mode := opt.W4A
-	switch mode {
-	case "", W4ANone:
-		mode = W4ANone
-	case W4AFP8:
-		if err := m.checkW4A(); err != nil {
-			return kernels.Matrix{}, err
-		}
-	default:
-		return kernels.Matrix{}, fmt.Errorf("forward: --w4a %q: want none or fp8 (nvfp4 is not built yet)", opt.W4A)
+	st, err := m.newStream(opt)
+	if err != nil {
+		return kernels.Matrix{}, err
 	}
 	progress := func(done int) {
 		if opt.Progress != nil {
 			opt.Progress(int64(done), int64(cfg.Layers+2))
 		}
 	}
-	T, H := len(tokens), cfg.Hidden
-	h := kernels.Matrix{Rows: T, Cols: H, Data: make([]float32, T*H)}
-	embed, _ := m.c.Module("model.embed_tokens")
-	for t, id := range tokens {
-		row, err := scheme.Dequantize(embed, m.c, id, id+1)
-		if err != nil {
-			return kernels.Matrix{}, err
-		}
-		copy(h.Data[t*H:], row)
+	T := len(tokens)
+	h, err := m.Embed(tokens)
+	if err != nil {
+		return kernels.Matrix{}, err
 	}
 	progress(1)
 	rope := newRope(cfg, T)
@@ -177,7 +187,7 @@ func (m *Model) Forward(ctx context.Context, tokens []int, opt Options) (kernels
 		if err := ctx.Err(); err != nil {
 			return kernels.Matrix{}, err
 		}
-		if err := m.layer(ctx, l, h, rope, mode); err != nil {
+		if err := m.layer(ctx, l, h, rope, st); err != nil {
 			return kernels.Matrix{}, err
 		}
 		progress(l + 2)
@@ -197,82 +207,79 @@ func (m *Model) Forward(ctx context.Context, tokens []int, opt Options) (kernels
 // layer runs decoder layer l in place on the residual stream h. In W4A
 // mode q/k/v share one quantized operand (the input norm's output) and
 // gate/up another (the post-attention norm's), as GPT-QModel's stream packs
-// each once.
-func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, mode string) error {
+// each once; the producers of NUMERICS.md are observed where they arise.
+func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, st *stream) error {
 	cfg := m.Config
 	p := fmt.Sprintf("model.layers.%d.", l)
+	if l == 0 {
+		if err := st.observe(p+"input", h); err != nil {
+			return err
+		}
+	}
 	x, err := m.norm(p+"input_layernorm", h)
 	if err != nil {
 		return err
 	}
-	qkv, err := m.operand(ctx, x, mode, p+"self_attn.q_proj/k_proj/v_proj")
+	qkv, err := st.operand(ctx, x, st.attn, "", p+"self_attn.q_proj/k_proj/v_proj")
 	if err != nil {
 		return err
 	}
 	var out [3]kernels.Matrix
 	for i, n := range projections[:3] {
-		if out[i], err = m.linear(ctx, p+n, qkv, mode); err != nil {
+		if out[i], err = m.linear(ctx, p+n, qkv, st); err != nil {
 			return err
 		}
 	}
 	q, k, v := out[0], out[1], out[2]
 	rope.apply(q, cfg.Heads, cfg.HeadDim)
 	rope.apply(k, cfg.KVHeads, cfg.HeadDim)
-	a, err := m.operand(ctx, attention(q, k, v, cfg), mode, p+"self_attn.o_proj")
+	att := attention(q, k, v, cfg)
+	if err := st.observe(p+"self_attn.o_proj.input", att); err != nil {
+		return err
+	}
+	a, err := st.operand(ctx, att, st.attn, p+"self_attn.o_proj.input", p+"self_attn.o_proj")
 	if err != nil {
 		return err
 	}
-	o, err := m.linear(ctx, p+"self_attn.o_proj", a, mode)
+	o, err := m.linear(ctx, p+"self_attn.o_proj", a, st)
 	if err != nil {
 		return err
 	}
 	addInto(h, o)
+	if err := st.observe(p+"post_attention_residual", h); err != nil {
+		return err
+	}
 	if x, err = m.norm(p+"post_attention_layernorm", h); err != nil {
 		return err
 	}
-	gu, err := m.operand(ctx, x, mode, p+"mlp.gate_proj/up_proj")
+	gu, err := st.operand(ctx, x, st.mlp, "", p+"mlp.gate_proj/up_proj")
 	if err != nil {
 		return err
 	}
-	g, err := m.linear(ctx, p+"mlp.gate_proj", gu, mode)
+	g, err := m.linear(ctx, p+"mlp.gate_proj", gu, st)
 	if err != nil {
 		return err
 	}
-	u, err := m.linear(ctx, p+"mlp.up_proj", gu, mode)
+	u, err := m.linear(ctx, p+"mlp.up_proj", gu, st)
 	if err != nil {
 		return err
 	}
 	for i, gv := range g.Data {
 		g.Data[i] = float32(silu(gv) * u.Data[i])
 	}
-	prod, err := m.operand(ctx, g, mode, p+"mlp.down_proj")
+	if err := st.observe(p+"mlp.down_proj.input", g); err != nil {
+		return err
+	}
+	prod, err := st.operand(ctx, g, st.mlp, p+"mlp.down_proj.input", p+"mlp.down_proj")
 	if err != nil {
 		return err
 	}
-	d, err := m.linear(ctx, p+"mlp.down_proj", prod, mode)
+	d, err := m.linear(ctx, p+"mlp.down_proj", prod, st)
 	if err != nil {
 		return err
 	}
 	addInto(h, d)
-	return nil
-}
-
-// operand is a linear's input: the float32 activation, and in W4A mode its
-// quantized form.
-type operand struct {
-	x   kernels.Matrix
-	fp8 *kernels.FP8Tokens
-}
-
-func (m *Model) operand(ctx context.Context, x kernels.Matrix, mode, consumers string) (operand, error) {
-	if mode != W4AFP8 {
-		return operand{x: x}, nil
-	}
-	a, err := m.be.W4AFP8Quantize(ctx, x)
-	if err != nil && ctx.Err() == nil {
-		err = fmt.Errorf("the input of %s: %w", consumers, err)
-	}
-	return operand{x: x, fp8: a}, err
+	return st.observe(p+"output", h)
 }
 
 // silu is x·sigmoid(x) in float32 (exp in float64, rounded).
@@ -314,26 +321,43 @@ func (m *Model) norm(name string, x kernels.Matrix) (kernels.Matrix, error) {
 	return y, nil
 }
 
-// linear reads one projection, applies it to x, and lets it go.
-func (m *Model) linear(ctx context.Context, name string, op operand, mode string) (kernels.Matrix, error) {
-	mod, _ := m.c.Module(name)
-	bias, err := m.bias(mod)
+// linear reads one projection, applies it to its operand, and lets it go.
+func (m *Model) linear(ctx context.Context, name string, op operand, st *stream) (kernels.Matrix, error) {
+	if st.opt.LinearInput != nil {
+		st.opt.LinearInput(name, op.x)
+	}
+	w4a := op.fp8 != nil || op.nvfp4 != nil
+	lw, err := st.opt.Weights.get(name, w4a, func() (layerWeight, error) { return m.readLinear(name, w4a) })
 	if err != nil {
 		return kernels.Matrix{}, err
 	}
-	if mode == W4AFP8 {
+	switch {
+	case op.nvfp4 != nil:
+		return m.be.W4ANVFP4Linear(ctx, op.nvfp4, lw.w4a)
+	case op.fp8 != nil:
+		return m.be.W4AFP8Linear(ctx, op.fp8, lw.w4a)
+	}
+	return m.be.LinearF32(ctx, op.x, lw.dense, lw.bias)
+}
+
+// readLinear reads one projection's weight: the W4A codes, or the float32
+// values.
+func (m *Model) readLinear(name string, w4a bool) (layerWeight, error) {
+	mod, _ := m.c.Module(name)
+	bias, err := m.bias(mod)
+	if err != nil {
+		return layerWeight{}, err
+	}
+	if w4a {
 		w, err := m.w4aWeight(mod, bias)
-		if err != nil {
-			return kernels.Matrix{}, err
-		}
-		return m.be.W4AFP8Linear(ctx, op.fp8, w)
+		return layerWeight{w4a: w}, err
 	}
 	rows, cols := mod.Matrix2D()
 	w, err := scheme.Dequantize(mod, m.c, 0, int(rows))
 	if err != nil {
-		return kernels.Matrix{}, err
+		return layerWeight{}, err
 	}
-	return m.be.LinearF32(ctx, op.x, kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: w}, bias)
+	return layerWeight{dense: kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: w}, bias: bias}, nil
 }
 
 // head is the LM head (or the tied embedding) over x, a chunk of vocabulary

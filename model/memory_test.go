@@ -36,7 +36,7 @@ func TestStreamedPeakHeap(t *testing.T) {
 	for i := range tokens {
 		tokens[i] = (i * 37) % s.Vocab
 	}
-	for _, c := range []struct{ storage, mode string }{{"f32", W4ANone}, {"gptq", W4ANone}, {"gptq", W4AFP8}} {
+	for _, c := range []struct{ storage, mode string }{{"f32", W4ANone}, {"gptq", W4ANone}, {"gptq", W4AFP8}, {"gptq", W4ANVFP4}} {
 		m := load(t, s, w, c.storage)
 		bound := m.MemoryBound(len(tokens))
 		if bound*2 > whole {

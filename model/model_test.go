@@ -304,8 +304,8 @@ func TestBadInputs(t *testing.T) {
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "model.layers.0.self_attn.q_proj") || !strings.Contains(err.Error(), "GPTQ INT4") {
 		t.Fatalf("--w4a fp8 on BF16: err = %v", err)
 	}
-	if _, err := m.Forward(ctx, []int{1}, Options{W4A: "nvfp4"}); err == nil {
-		t.Fatal("--w4a nvfp4 accepted")
+	if _, err := m.Forward(ctx, []int{1}, Options{W4A: "nvfp4"}); err == nil || !strings.Contains(err.Error(), "GPTQ INT4") {
+		t.Fatalf("--w4a nvfp4 on BF16: err = %v", err)
 	}
 	ctxC, cancel := context.WithCancel(ctx)
 	cancel()

@@ -217,15 +217,39 @@ func (s *sweep) bestHessian(w []float32, h *hessian16) byte {
 	return best
 }
 
+// GPT-QModel's block algorithms (activation_floatx.py:210-297), shared by
+// the weight recipes four_six / least_squares and the W4A-NVFP4 activations.
+const (
+	blockNvidia           = iota // seed M = 6 only
+	blockFourSix                 // seeds M = 4 then M = 6
+	blockLeastSquares            // four_six plus the least-squares refinements
+	blockLeastSquaresGrid        // least_squares plus codes best±8 (clamped to 1..126)
+)
+
 // gptqmodelBlock is GPT-QModel's _nvfp4_mse_quantize_blocks for one block
 // (NUMERICS.md §5) with global scale g: seeds M = 4 then M = 6 (M = 4 wins a
 // tie), and for least_squares the refinement of each seed's values, then of
 // the best values once more, each kept only when strictly better.
 func gptqmodelBlock(w []float32, bamax, g float32, refine bool) byte {
+	if refine {
+		return gptqmodelBlockAlg(w, bamax, g, blockLeastSquares)
+	}
+	return gptqmodelBlockAlg(w, bamax, g, blockFourSix)
+}
+
+// gptqmodelBlockAlg is one block's scale code under block algorithm alg:
+// the seeds inverse = f32(bamax / f32(M·g)) (1 for a zero block), clamped
+// to [2^-9, 448] and cast to E4M3, each kept when its SSE is strictly lower
+// than the best so far (which starts at +Inf); then the refinements.
+func gptqmodelBlockAlg(w []float32, bamax, g float32, alg int) byte {
 	w = w[:16]
 	bestCode, bestErr := byte(0), float32(math.Inf(1))
+	seeds := []float32{4, 6}
+	if alg == blockNvidia {
+		seeds = seeds[1:]
+	}
 	var seedCodes [2]byte
-	for k, m := range [2]float32{4, 6} {
+	for k, m := range seeds {
 		c := byte(0x38) // where(block_amax > 0, …, 1)
 		if bamax > 0 {
 			c = castScale(bamax / float32(m*g))
@@ -235,7 +259,7 @@ func gptqmodelBlock(w []float32, bamax, g float32, refine bool) byte {
 			bestCode, bestErr = c, e
 		}
 	}
-	if !refine {
+	if alg == blockNvidia || alg == blockFourSix {
 		return bestCode
 	}
 	try := func(c byte) {
@@ -247,6 +271,12 @@ func gptqmodelBlock(w []float32, bamax, g float32, refine bool) byte {
 		try(lsRefine(w, blockDivisor(c, g), g))
 	}
 	try(lsRefine(w, blockDivisor(bestCode, g), g))
+	if alg == blockLeastSquaresGrid {
+		center := int(bestCode)
+		for off := -8; off <= 8; off++ {
+			try(byte(min(max(center+off, 1), 126)))
+		}
+	}
 	return bestCode
 }
 

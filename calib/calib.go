@@ -1,0 +1,131 @@
+// Package calib runs the calibration passes over a Llama decoder (model/):
+// weight_max, act_max (GPT-QModel's producer_maximum), percentile, headroom,
+// awq_lite and local_hessian. Each pass reads token-id sequences (one per
+// line, the format eval reads), streams the decoder layer by layer, reports
+// progress, and returns a report whose JSON a page or a terminal shows and
+// whose act_max form forward/eval take back with --scales.
+package calib
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/model"
+)
+
+// Data is a calibration file: its sequences and what names it, so that the
+// evaluation can refuse the same file.
+type Data struct {
+	Path   string
+	SHA256 string
+	Seqs   [][]int
+	Tokens int
+}
+
+// ReadData reads FILE's non-empty lines as token id sequences (ids
+// separated by whitespace or commas) and hashes its bytes.
+func ReadData(path string) (*Data, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--data: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	d := &Data{Path: path, SHA256: hex.EncodeToString(sum[:])}
+	for i, line := range strings.Split(string(b), "\n") {
+		var ids []int
+		for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\r' }) {
+			id, err := strconv.Atoi(f)
+			if err != nil || id < 0 {
+				return nil, fmt.Errorf("%s: line %d: %q is not a token id (a non-negative integer)", path, i+1, f)
+			}
+			ids = append(ids, id)
+		}
+		if len(ids) > 0 {
+			d.Seqs = append(d.Seqs, ids)
+			d.Tokens += len(ids)
+		}
+	}
+	if len(d.Seqs) == 0 {
+		return nil, fmt.Errorf("%s: no token id sequence", path)
+	}
+	return d, nil
+}
+
+// Options are what every pass may use.
+type Options struct {
+	W4A    string // the forward's W4A mode while data flows (model.W4A*)
+	Recipe string // the NVFP4 activation recipe (default least_squares)
+	// Progress is told done out of total (units each pass names).
+	Progress kernels.Progress
+}
+
+func (o Options) progress(done, total int) {
+	if o.Progress != nil {
+		o.Progress(int64(done), int64(total))
+	}
+}
+
+func (o Options) recipe() string {
+	if o.Recipe == "" {
+		return kernels.ActLeastSquares
+	}
+	return o.Recipe
+}
+
+// carriers embeds every sample: the residual streams entering layer 0.
+func carriers(m *model.Model, d *Data) ([]kernels.Matrix, error) {
+	hs := make([]kernels.Matrix, len(d.Seqs))
+	for i, s := range d.Seqs {
+		h, err := m.Embed(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: sequence %d: %w", d.Path, i+1, err)
+		}
+		hs[i] = h
+	}
+	return hs, nil
+}
+
+func clone(x kernels.Matrix) kernels.Matrix {
+	return kernels.Matrix{Rows: x.Rows, Cols: x.Cols, Data: append([]float32(nil), x.Data...)}
+}
+
+func absMax(x []float32) float32 {
+	var m float32
+	for _, v := range x {
+		if v < 0 {
+			v = -v
+		}
+		m = max(m, v)
+	}
+	return m
+}
+
+// observeAll runs every sample through the whole decoder under opt and
+// calls fn for every producer value (the forward's own order), layer by
+// layer so only one layer's weights are held at a time.
+func observeAll(ctx context.Context, m *model.Model, d *Data, o Options, fn func(producer string, x kernels.Matrix), extra model.Options) error {
+	hs, err := carriers(m, d)
+	if err != nil {
+		return err
+	}
+	L := m.Config.Layers
+	opt := extra
+	opt.W4A, opt.Recipe = o.W4A, o.Recipe
+	opt.Observe = func(p string, x kernels.Matrix) error { fn(p, x); return nil }
+	for l := range L {
+		opt.Weights = model.NewWeightCache()
+		for i := range hs {
+			if err := m.RunLayer(ctx, l, hs[i], opt); err != nil {
+				return fmt.Errorf("layer %d, sequence %d: %w", l, i+1, err)
+			}
+		}
+		o.progress(l+1, L)
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package calib
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/kernels/cpu"
+	"github.com/quantscope/quantscope/model"
+)
+
+func TestWeightMax(t *testing.T) {
+	m, w := loadLlama(t, "f32")
+	got, err := WeightMaxes(context.Background(), m.Checkpoint(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for name := range w {
+		if !strings.HasSuffix(name, "layernorm") && name != "model.norm" && !strings.HasSuffix(name, ".bias") {
+			want++
+		}
+	}
+	if len(got) != want {
+		t.Fatalf("%d modules, want %d", len(got), want)
+	}
+	for _, r := range got {
+		var amax float32
+		for _, v := range w[r.Module].Data {
+			amax = float32(math.Max(float64(amax), math.Abs(float64(v))))
+		}
+		if r.Amax != amax || r.NVFP4 != amax/2688 || r.FP8 != amax/448 {
+			t.Fatalf("%s: %+v, plain amax %v", r.Module, r, amax)
+		}
+	}
+}
+
+// producerValues is every producer's |values| over the data, from plain
+// dense forwards.
+func producerValues(t *testing.T, m *model.Model, d *Data) map[string][]float64 {
+	vals := map[string][]float64{}
+	for _, s := range d.Seqs {
+		_, err := m.Forward(context.Background(), s, model.Options{Observe: func(p string, x kernels.Matrix) error {
+			for _, v := range x.Data {
+				vals[p] = append(vals[p], math.Abs(float64(v)))
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return vals
+}
+
+func TestPercentile(t *testing.T) {
+	m, _ := loadLlama(t, "f32")
+	d := dataFile(t, 9, 14)
+	vals := producerValues(t, m, d)
+	for _, p := range []float64{99.99, 90, 100} {
+		got, err := Percentiles(context.Background(), m, d, Options{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 9 {
+			t.Fatalf("%d producers", len(got))
+		}
+		for _, r := range got {
+			v := append([]float64(nil), vals[r.Producer]...)
+			sort.Float64s(v)
+			mx := v[len(v)-1]
+			// the exact quantile (rank ceil(p/100·N)) lies in the bin whose
+			// upper edge is reported
+			exact := v[max(0, int(math.Ceil(p/100*float64(len(v))))-1)]
+			width := mx / 2048
+			if float32(mx) != r.Max || float64(r.Amax) < exact-1e-6*mx || float64(r.Amax) > exact+width*(1+1e-6) || r.Tokens != 23 {
+				t.Fatalf("p %v %s: %+v; exact quantile %v, bin width %v", p, r.Producer, r, exact, width)
+			}
+			if g, _ := kernels.NVFP4GlobalScale(r.Amax, "least_squares"); g != r.GlobalScale {
+				t.Fatalf("%s: scale %v", r.Producer, r.GlobalScale)
+			}
+		}
+	}
+	if _, err := Percentiles(context.Background(), m, d, Options{}, 0); err == nil {
+		t.Error("percentile 0 accepted")
+	}
+}
+
+func TestHeadroom(t *testing.T) {
+	m, _ := loadLlama(t, "f32")
+	d := dataFile(t, 9, 14)
+	blockMax := map[string][]float64{}
+	for _, s := range d.Seqs {
+		m.Forward(context.Background(), s, model.Options{Observe: func(p string, x kernels.Matrix) error {
+			for b := 0; b < len(x.Data); b += 16 {
+				blockMax[p] = append(blockMax[p], float64(absMax(x.Data[b:b+16])))
+			}
+			return nil
+		}})
+	}
+	bin := func(v float64) int { return min(max(int(math.Floor((math.Log2(v)+40)/(80.0/512))), 0), 511) }
+	centre := func(b int) float64 { return math.Exp2(-40 + (float64(b)+0.5)*80/512) }
+	for _, rho := range []float64{HeadroomRho, 1} {
+		got, err := Headrooms(context.Background(), m, d, Options{}, rho)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range got {
+			v := append([]float64(nil), blockMax[r.Producer]...)
+			sort.Float64s(v)
+			upper := centre(bin(v[int(math.Ceil(0.9999*float64(len(v))))-1]))
+			var kept []float64
+			for _, x := range v {
+				if centre(bin(x)) >= upper/1e6 {
+					kept = append(kept, x)
+				}
+			}
+			anchor := centre(bin(kept[int(math.Ceil(0.01*float64(len(kept))))-1]))
+			amax := rho * anchor
+			warn := amax <= upper
+			if warn {
+				amax = upper
+			}
+			if r.Upper != upper || r.Anchor != anchor || r.Amax != amax || (r.Warning != "") != warn || r.Blocks != int64(len(v)) || r.GlobalScale != float32(amax)/2688 {
+				t.Fatalf("rho %v %s: %+v; plain upper %v anchor %v amax %v warning %v", rho, r.Producer, r, upper, anchor, amax, warn)
+			}
+			if rho == 1 && !warn {
+				t.Fatalf("rho 1 gave headroom over upper: %+v", r)
+			}
+		}
+	}
+	for _, bad := range []float64{0, 28672, -1} {
+		if _, err := Headrooms(context.Background(), m, d, Options{}, bad); err == nil {
+			t.Errorf("rho %v accepted", bad)
+		}
+	}
+}
+
+func TestAWQLite(t *testing.T) {
+	m, _ := loadLlama(t, "f32")
+	d := dataFile(t, 9, 14)
+	got, err := AWQLite(context.Background(), m, d, Options{}, cpu.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 14 {
+		t.Fatalf("%d projections, want 14", len(got))
+	}
+	improved := 0
+	for _, r := range got {
+		best := 0
+		for i, e := range r.MSE {
+			if e < r.MSE[best] {
+				best = i
+			}
+		}
+		if len(r.MSE) != 11 || r.Alpha != AWQAlphas[best] || r.MSEAfter != r.MSE[best] || r.Tokens != 23 || !(r.MSEBefore > 0) {
+			t.Fatalf("%+v", r)
+		}
+		if r.MSEAfter < r.MSEBefore {
+			improved++
+		}
+	}
+	if improved == 0 {
+		t.Error("awq_lite improved no projection")
+	}
+	// the scale formula, plainly
+	xbar, wbar := []float64{1, 4, 0.01}, []float64{0.5, 0.25, 1}
+	s := awqScales(xbar, wbar, 0.5)
+	raw := []float64{math.Sqrt(1) / math.Sqrt(0.5), math.Sqrt(4) / math.Sqrt(0.25), math.Sqrt(0.01) / 1}
+	n := math.Sqrt(4 * 0.1)
+	for i := range s {
+		if math.Abs(s[i]-raw[i]/n) > 1e-12 {
+			t.Fatalf("s = %v, want %v", s, raw)
+		}
+	}
+	if s := awqScales([]float64{1e9, 1}, []float64{1, 1}, 1); s[0] != 1e4/math.Sqrt(1e4) {
+		t.Fatalf("clamp: %v", s)
+	}
+}
+
+func TestLocalHessian(t *testing.T) {
+	m, _ := loadLlama(t, "f32")
+	d := dataFile(t, 9, 14)
+	ctx := context.Background()
+	got, err := LocalHessians(ctx, m, d, Options{}, cpu.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mx, lh float64
+	for _, r := range got {
+		mx += r.MSEMax
+		lh += r.MSELocalHessian
+	}
+	t.Logf("output MSE summed over 14 projections: max %.4g, local_hessian %.4g", mx, lh)
+	if len(got) != 14 || !(lh < mx) {
+		t.Fatalf("%d projections; local_hessian %v not below max %v", len(got), lh, mx)
+	}
+	// the dump is the projection's inputs, as a plain forward sees them
+	path := filepath.Join(t.TempDir(), "x.f32")
+	tok, in, err := DumpInputs(ctx, m, d, Options{}, "model.layers.1.mlp.down_proj", path)
+	if err != nil || tok != 23 || in != 768 {
+		t.Fatalf("%d %d %v", tok, in, err)
+	}
+	var want []float32
+	for _, s := range d.Seqs {
+		m.Forward(ctx, s, model.Options{LinearInput: func(n string, x kernels.Matrix) {
+			if n == "model.layers.1.mlp.down_proj" {
+				want = append(want, x.Data...)
+			}
+		}})
+	}
+	b, _ := os.ReadFile(path)
+	if len(b) != 4*len(want) {
+		t.Fatalf("%d bytes for %d values", len(b), len(want))
+	}
+	for i, v := range want {
+		if math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])) != v {
+			t.Fatalf("value %d differs", i)
+		}
+	}
+	if _, _, err := DumpInputs(ctx, m, d, Options{}, "model.layers.1.mlp", path); err == nil {
+		t.Error("a non-projection accepted")
+	}
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runArgs(args ...string) (string, string, error) {
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+// The calibrate → forward/eval round trip on the command line: the act_max
+// report written with --out, read back by forward --scales; eval refusing
+// the calibration file without --allow-overlap.
+func TestCalibrateCLI(t *testing.T) {
+	gptq, _ := llamaRepos(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "calib.txt")
+	held := filepath.Join(dir, "held.txt")
+	os.WriteFile(data, []byte("1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42\n"), 0o644)
+	os.WriteFile(held, []byte("5 9 100 7 3\n"), 0o644)
+	report := filepath.Join(dir, "scales.json")
+	out, _, err := runArgs("calibrate", "--pass", "act_max", "--w4a", "nvfp4", "--recipe", "nvidia", "--data", data, "--json", "--out", report, gptq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, `{"algorithm":"producer_maximum","recipe":"nvidia","global_scales":{"model.layers.0.input":`) || !strings.Contains(out, `"model.layers.1.output":{"amax":`) || !strings.Contains(out, `"tokens":40,"samples":2}`) {
+		t.Fatalf("act_max report: %s", out)
+	}
+	if b, _ := os.ReadFile(report); string(b) != out {
+		t.Fatal("--out differs from --json")
+	}
+	fw, errs, err := runArgs("forward", "--json", "--tokens", "5,9,100", "--w4a", "nvfp4", "--scales", report, gptq)
+	if err != nil || !strings.HasPrefix(fw, `{"shape":[3,512]`) || !strings.Contains(errs, "not causal") {
+		t.Fatalf("forward --scales: %v %.80s %s", err, fw, errs)
+	}
+	if _, _, err := runArgs("forward", "--tokens", "5,9", "--w4a", "nvfp4", "--recipe", "least_squares", "--scales", report, gptq); err == nil || !strings.Contains(err.Error(), "calibrated with recipe nvidia") {
+		t.Fatalf("recipe mismatch: %v", err)
+	}
+	if _, _, err := runArgs("eval", "--data", data, "--w4a", "nvfp4", "--scales", report, gptq); err == nil || !strings.Contains(err.Error(), "calibration-overlap") {
+		t.Fatalf("eval on the calibration file: %v", err)
+	}
+	if _, _, err := runArgs("eval", "--data", data, "--w4a", "nvfp4", "--scales", report, "--allow-overlap", gptq); err != nil {
+		t.Fatal(err)
+	}
+	ev, _, err := runArgs("eval", "--json", "--compare", "--data", held, "--w4a", "nvfp4", "--attention", "fp8", "--scales", report, gptq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmp map[string]any
+	if err := json.Unmarshal([]byte(ev), &cmp); err != nil || cmp["difference"] == nil {
+		t.Fatalf("eval --compare: %v %s", err, ev)
+	}
+	for _, pass := range []string{"weight_max", "percentile", "headroom", "awq_lite", "local_hessian"} {
+		out, _, err := runArgs("calibrate", "--pass", pass, "--data", held, gptq)
+		if err != nil || !strings.Contains(out, "model.layers.1.") {
+			t.Fatalf("%s: %v\n%s", pass, err, out)
+		}
+	}
+	if _, _, err := runArgs("calibrate", "--pass", "act_max", "--w4a", "fp8", "--data", held, gptq); err == nil || !strings.Contains(err.Error(), "per-token dynamic scale") {
+		t.Fatalf("act_max fp8: %v", err)
+	}
+	acts := filepath.Join(dir, "x.f32")
+	if _, _, err := runArgs("calibrate", "--pass", "local_hessian", "--module", "model.layers.0.mlp.down_proj", "--data", held, "--out", acts, gptq); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(acts); err != nil || st.Size() != 5*768*4 {
+		t.Fatalf("dump: %v %v", st, err)
+	}
+	// the dump is what quantize --recipe local_hessian --data reads
+	q := filepath.Join(dir, "q.safetensors")
+	if _, _, err := runArgs("quantize", "--format", "nvfp4", "--recipe", "local_hessian", "--data", acts, "--out", q, gptq, "model.layers.0.mlp.down_proj"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,87 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/quantscope/quantscope/calib"
+	"github.com/quantscope/quantscope/kernels/cpu"
+	"github.com/quantscope/quantscope/synth"
+)
+
+func TestCalibrateOp(t *testing.T) {
+	s := synth.SmallLlama()
+	repo, err := synth.LlamaRepo(s, synth.LlamaWeights(s), "gptq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := repo.WriteDir(filepath.Join(dir, "m")); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "d.txt")
+	os.WriteFile(data, []byte("1 2 3 4 5\n9 8 7\n"), 0o644)
+	c := load(t, filepath.Join(dir, "m"))
+	op, ok := Lookup("calibrate")
+	if !ok {
+		t.Fatal("calibrate is not registered")
+	}
+	var calls int
+	env := Env{Checkpoint: c, Backend: cpu.New(), Progress: func(done, total int64) { calls++ }}
+	res, err := op(context.Background(), env, "", json.RawMessage(`{"pass":"act_max","data":"`+data+`","recipe":"four_six"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := res.JSON.(*calib.ActMaxReport)
+	if len(rep.Boundaries) != 9 || calls != 9 || len(res.Arrays) != 10 {
+		t.Fatalf("%d boundaries, %d progress calls, %d arrays", len(rep.Boundaries), calls, len(res.Arrays))
+	}
+	for _, a := range res.Arrays {
+		if a.Shape[0] != 2 || len(a.F32) != 2 {
+			t.Fatalf("%s: %v", a.Name, a.Shape)
+		}
+		if a.Name == "act_max.global_scale.mlp.down_proj.input" && (a.F32[1] != rep.Boundaries[7].GlobalScale || a.F32[0] != rep.Boundaries[3].GlobalScale) {
+			t.Fatalf("%s = %v", a.Name, a.F32)
+		}
+		if a.Name == "act_max.amax.input" && (a.F32[0] != rep.Boundaries[0].Amax || !math.IsNaN(float64(a.F32[1]))) {
+			t.Fatalf("%s = %v", a.Name, a.F32)
+		}
+	}
+	for _, bad := range []string{`{"pass":"act_max"}`, `{"pass":"median","data":"x"}`, `{"pass":"act_max","data":"` + data + `","w4a":"fp8"}`, `{"pass":"act_max","data":"` + data + `","recipe":"nvidia_headroom"}`, `{"pass":"awq_lite","data":"` + data + `","w4a":"nvfp4"}`, `{"pass":"act_max","bogus":1}`} {
+		if _, err := op(context.Background(), env, "", json.RawMessage(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func TestCalibrateOpDump(t *testing.T) {
+	s := synth.SmallLlama()
+	repo, _ := synth.LlamaRepo(s, synth.LlamaWeights(s), "f32")
+	dir := t.TempDir()
+	if err := repo.WriteDir(filepath.Join(dir, "m")); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "d.txt")
+	os.WriteFile(data, []byte("1 2 3 4 5\n9 8 7\n"), 0o644)
+	env := Env{Checkpoint: load(t, filepath.Join(dir, "m")), Backend: cpu.New()}
+	op, _ := Lookup("calibrate")
+	res, err := op(context.Background(), env, "", json.RawMessage(`{"pass":"local_hessian","data":"`+data+`","module":"model.layers.0.self_attn.o_proj"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) != 1 || len(res.Files[0].Data) != 8*256*4 || res.Files[0].Path != "" {
+		t.Fatalf("files %+v", res.Files)
+	}
+	env.WriteDir = t.TempDir()
+	res, err = op(context.Background(), env, "", json.RawMessage(`{"pass":"local_hessian","data":"`+data+`","module":"model.layers.0.self_attn.o_proj"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(res.Files[0].Path); err != nil || st.Size() != 8*256*4 {
+		t.Fatalf("written: %v %v", st, err)
+	}
+}
