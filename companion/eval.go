@@ -19,6 +19,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, `print {"tokens","nll","perplexity"}`)
 	data := fs.String("data", "", "token ids, one sequence per line (ids separated by whitespace or commas)")
+	textFile := fs.String("text", "", "a text file, one sequence per non-empty line, tokenized with the repo's tokenizer.json")
 	w4a := fs.String("w4a", model.W4ANone, "none or fp8")
 	compare := fs.Bool("compare", false, "run the dense forward and the --w4a one side by side and report the difference")
 	var sf sourceFlags
@@ -27,13 +28,19 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if *data == "" {
-		return &usageError{"eval: --data is required"}
+	if (*data == "") == (*textFile == "") {
+		return &usageError{"eval: give --data (token ids) or --text (text lines), one of them"}
 	}
 	if *compare && (*w4a == model.W4ANone || *w4a == "") {
 		return &usageError{"eval: --compare needs --w4a fp8 (the side to compare with the dense forward)"}
 	}
-	lines, err := readSequences(*data)
+	var lines [][]int
+	var text []string
+	if *data != "" {
+		lines, err = readSequences(*data)
+	} else {
+		text, err = readTextLines(*textFile)
+	}
 	if err != nil {
 		return err
 	}
@@ -42,6 +49,12 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer closer()
+	if text != nil {
+		if lines, err = encodeLines(ctx, m, text, *textFile); err != nil {
+			return err
+		}
+		*data = *textFile
+	}
 	modes := []string{*w4a}
 	if *compare {
 		modes = []string{model.W4ANone, *w4a}

@@ -24,6 +24,7 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, `print {"shape":[T,V],"logits":[[...],...]}`)
 	tokensFlag := fs.String("tokens", "", "token ids: 1,2,3 or @FILE (ids separated by whitespace or commas)")
+	textFlag := fs.String("text", "", "text, tokenized with the repo's tokenizer.json (byte-level BPE), <|begin_of_text|> included")
 	w4a := fs.String("w4a", model.W4ANone, "none (dequantized weights in float32) or fp8 (W4A-FP8 on GPTQ INT4)")
 	out := fs.String("out", "", "write the logits as little-endian float32 [T, V] to FILE")
 	var sf sourceFlags
@@ -32,18 +33,25 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if *tokensFlag == "" {
-		return &usageError{"forward: --tokens is required"}
+	if (*tokensFlag == "") == (*textFlag == "") {
+		return &usageError{"forward: give --tokens or --text (one of them)"}
 	}
-	tokens, err := parseTokens(*tokensFlag)
-	if err != nil {
-		return err
+	var tokens []int
+	if *tokensFlag != "" {
+		if tokens, err = parseTokens(*tokensFlag); err != nil {
+			return err
+		}
 	}
 	m, closer, err := openModel(ctx, pos[0], sf)
 	if err != nil {
 		return err
 	}
 	defer closer()
+	if *textFlag != "" {
+		if tokens, _, err = encodeText(ctx, m, *textFlag); err != nil {
+			return err
+		}
+	}
 	logits, err := m.Forward(ctx, tokens, model.Options{W4A: *w4a, Progress: progressLine(stderr, "forward", "layers")})
 	var te *model.TokenError
 	if errors.As(err, &te) {

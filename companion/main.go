@@ -39,8 +39,10 @@ usage:
   quantscope demo    DIR        write the generated demo repos under DIR
   quantscope forward [--json] --tokens IDS [--w4a none|fp8] [--out FILE] SOURCE
                      Llama logits of one sequence (IDS: 1,2,3 or @FILE)
+                     --text TEXT instead of --tokens: tokenized with the repo's tokenizer.json
   quantscope eval    [--json] --data FILE [--w4a none|fp8] [--compare] SOURCE
                      perplexity over FILE's token id lines; --compare: dense and W4A side by side
+                     --text FILE instead of --data: text lines, tokenized with the repo's tokenizer.json
   quantscope quantize --format nvfp4|fp8_e4m3|fp8_e5m2 [--recipe max|mse|four_six|least_squares|local_hessian]
                       [--scale tensor|row|block] [--block R,C] [--naming modelopt|compressed-tensors|gptqmodel]
                       [--data FILE] --out FILE SOURCE MODULE
