@@ -249,7 +249,7 @@ func TestForwardText(t *testing.T) {
 		t.Errorf("eval --text %s != eval --data of its ids %s", a.String(), bb.String())
 	}
 	os.Remove(filepath.Join(gptq, "tokenizer.json"))
-	if _, stderr, code := runMain(t, "forward", "--text", text, gptq); code != 1 || !strings.Contains(stderr, "no tokenizer.json: give token ids (--tokens)") {
+	if _, stderr, code := runMain(t, "forward", "--text", "hello", gptq); code != 1 || !strings.Contains(stderr, "no tokenizer.json: give token ids (--tokens)") {
 		t.Errorf("a repo without tokenizer.json: exit %d, %q", code, stderr)
 	}
 }
