@@ -168,4 +168,3 @@ func parseIDLine(line string) ([]int, error) {
 	}
 	return ids, nil
 }
-
