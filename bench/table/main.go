@@ -19,6 +19,8 @@ import (
 type series struct {
 	mbps, nsop, ratio []float64
 	evals             []float64 // the mse sweep's candidate evaluations per second
+	gflops, tokens    []float64 // GEMM GFLOP/s; decoder tokens/s
+	peakMiB           []float64 // a forward's peak heap
 }
 
 func main() {
@@ -52,6 +54,12 @@ func main() {
 				s.ratio = append(s.ratio, v)
 			case "evals/s":
 				s.evals = append(s.evals, v)
+			case "GFLOP/s":
+				s.gflops = append(s.gflops, v)
+			case "tokens/s":
+				s.tokens = append(s.tokens, v)
+			case "peak-heap-MiB":
+				s.peakMiB = append(s.peakMiB, v)
 			}
 		}
 	}
@@ -106,6 +114,7 @@ func main() {
 		ms := slices.Min(p.nsop) / 1e6
 		fmt.Printf("| parse a 2,300-tensor header (one DeepSeek-R1-FP4 shard) | %.2f ms | | < 5 ms | %s |\n", ms, yes(ms < 5))
 	}
+	modelRows(res, median)
 }
 
 func yes(ok bool) string {
