@@ -66,7 +66,7 @@ func modelRows(res map[string]*series, median func([]float64) float64) {
 		}
 		peak := "not measured"
 		if len(s.peakMiB) > 0 {
-			peak = fmt.Sprintf("%.0f MiB", slices.Max(s.peakMiB))
+			peak = fmt.Sprintf("%.1f MiB", slices.Max(s.peakMiB))
 		}
 		fmt.Printf("| %s | %.3g | %s |\n", r.label, median(s.tokens), peak)
 	}
