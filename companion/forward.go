@@ -54,6 +54,9 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	logits, err := m.Forward(ctx, tokens, model.Options{W4A: *w4a, Progress: progressLine(stderr, "forward", "layers")})
 	var te *model.TokenError
+	if errors.As(err, &te) && *textFlag != "" {
+		return fmt.Errorf("--text: tokenizer.json gives ids the model's vocabulary lacks: %w", err)
+	}
 	if errors.As(err, &te) {
 		return fmt.Errorf("--tokens %s: %w", *tokensFlag, err)
 	}

@@ -219,3 +219,48 @@ func TestNFC(t *testing.T) {
 		}
 	}
 }
+
+// Qwen2's layout: digits one at a time, the NFC normalizer, no post-processor tokens.
+func TestQwen2Layout(t *testing.T) {
+	qwen := `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	tok := mustParse(t, testFile(t, func(f map[string]any) {
+		f["normalizer"] = map[string]any{"type": "NFC"}
+		f["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": qwen}
+		f["post_processor"] = map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
+	}))
+	got, err := tok.Split("in 2024, hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"in", " ", "2", "0", "2", "4", ",", " hello"}; !slices.Equal(got, want) {
+		t.Errorf("Split = %q, want %q", got, want)
+	}
+	ids, err := tok.Encode("hello", true)
+	if err != nil || !slices.Equal(ids, []int{259}) {
+		t.Errorf("Encode with no template: %v, %v (no BOS expected)", ids, err)
+	}
+}
+
+// A long run of spaces (the lookahead alternative backtracks) and a long
+// text stay fast enough to be a non-issue: this is a correctness check of
+// the pieces, the time is bounded by the regex's match timeout.
+func TestLongInput(t *testing.T) {
+	tok := mustParse(t, testFile(t, nil))
+	s := "a" + strings.Repeat(" ", 20000) + "b"
+	got, err := tok.Split(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a", strings.Repeat(" ", 19999), " b"}; !slices.Equal(got, want) {
+		t.Errorf("Split of a 20,000-space run: %d pieces, want a, 19,999 spaces, \" b\"", len(got))
+	}
+	long := strings.Repeat("hello world, it's 2024!\n", 5000)
+	ids, err := tok.Encode(long, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, _ := tok.Decode(ids, false)
+	if back != long {
+		t.Error("round trip of a 120 kB text differs")
+	}
+}
