@@ -70,9 +70,25 @@ func TestW4APanel(t *testing.T) {
 		t.Errorf("the per-line plot has %s points, want %d", page["points"], 2*len(lines))
 	}
 
+	// W4A-NVFP4: the companion runs it or refuses it, and the page shows which.
+	eval[bool](t, ctx, `(document.getElementById("w4a-mode").value = "nvfp4", document.getElementById("w4a-eval").click(), true)`)
+	waitJS(t, ctx, `document.getElementById("w4a").dataset.state !== "running"`, 120*time.Second)
+	switch st := eval[string](t, ctx, `document.getElementById("w4a").dataset.state + ": " + document.getElementById("w4a-status").textContent`); {
+	case strings.HasPrefix(st, "done"):
+		if label := eval[string](t, ctx, `document.getElementById("w4a-ppl").innerText`); !strings.Contains(label, "W4A nvfp4") {
+			t.Errorf("nvfp4 eval done but the table shows %q", label)
+		}
+	case !strings.HasPrefix(st, "error") || !strings.Contains(st, "nvfp4"):
+		t.Errorf("nvfp4 eval: %s, want done or an error naming nvfp4", st)
+	}
+
 	// Calibration: run it when the companion offers the op, else say so.
 	if eval[bool](t, ctx, `companion.info().ops.includes("calibrate")`) {
-		eval[bool](t, ctx, `(document.getElementById("w4a-calib").click(), true)`)
+		ids := filepath.Join(t.TempDir(), "calib.txt")
+		if err := os.WriteFile(ids, []byte("1 5 9 13 17 21 25 29\n2 4 8 16 32 64 128 256\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		eval[bool](t, ctx, `(document.getElementById("w4a-calib-data").value = `+jsQuote(ids)+`, document.getElementById("w4a-calib").click(), true)`)
 		waitJS(t, ctx, `document.getElementById("w4a-amax-plot") || document.getElementById("w4a").dataset.state === "error"`, 120*time.Second)
 		// 2 layers × 4 producers, amax and global scale.
 		if n := eval[string](t, ctx, `(document.getElementById("w4a-amax-plot")||{dataset:{}}).dataset.points + "/" + (document.getElementById("w4a-gs-plot")||{dataset:{}}).dataset.points`); n != "8/8" {

@@ -57,6 +57,8 @@ function w4aControls() {
       el("label", { for: "w4a-mode", text: "compare with" }), mode,
       el("button", { id: "w4a-eval", type: "button", text: "Perplexity", onclick: w4aEval }),
       el("label", { for: "w4a-recipe", text: "NVFP4 recipe" }), recipe,
+      el("input", { id: "w4a-calib-data", type: "text", size: 28, autocomplete: "off", spellcheck: "false", "aria-label": "Calibration data file",
+        placeholder: "calibration ids file on the companion's machine" }),
       el("button", { id: "w4a-calib", type: "button", text: "Calibrate (act_max)", onclick: w4aCalibrate }),
       el("button", { id: "w4a-cancel", type: "button", text: "Cancel", hidden: "", onclick: () => w4aUI.job && companion.cancel(w4aUI.job.id) })));
 }
@@ -72,11 +74,12 @@ function w4aData() {
   })) };
 }
 
-// w4aRun submits op with params, showing progress and the error if refused.
-async function w4aRun(op, params) {
+// w4aRun submits op with params (and the textarea's lines when inline),
+// showing progress and the error if the companion refuses.
+async function w4aRun(op, params, inline) {
   const status = $("w4a-status");
-  let data;
-  try { data = w4aData(); } catch (e) { status.textContent = e.message; return null; }
+  let data = {};
+  if (inline) try { data = w4aData(); } catch (e) { status.textContent = e.message; return null; }
   const p = companion.submit(op, w4aUI.source, w4aUI.rev, "", Object.assign(data, params),
     m => { status.textContent = `${op}: ${m.phase} ${m.done}${m.total ? " of " + m.total : ""} (${(m.elapsed_ms / 1000).toFixed(1)} s)`; });
   w4aUI.job = p;
@@ -99,7 +102,7 @@ async function w4aRun(op, params) {
 
 async function w4aEval() {
   const mode = $("w4a-mode").value;
-  const r = await w4aRun("eval", { w4a: mode, compare: true });
+  const r = await w4aRun("eval", { w4a: mode, compare: true }, true);
   if (!r) return;
   const j = r.json;
   const row = (name, p, id) => el("tr", {}, el("th", { text: name }),
@@ -126,7 +129,11 @@ const w4aProducers = ["input", "self_attn.o_proj.input", "post_attention_residua
 const w4aColors = ["--f-nvfp4", "--f-fp8", "--f-int", "--f-mxfp4"];
 
 async function w4aCalibrate() {
-  const r = await w4aRun("calibrate", { pass: "act_max", w4a: "nvfp4", recipe: $("w4a-recipe").value });
+  // Calibration data is a file on the companion's machine, kept apart from
+  // the text evaluated above (the report names it; eval refuses the same file).
+  const data = $("w4a-calib-data").value.trim();
+  if (!data) { $("w4a-status").textContent = "calibrate: give the calibration data file (token ids, one sequence per line) on the companion's machine"; return; }
+  const r = await w4aRun("calibrate", { pass: "act_max", w4a: "nvfp4", recipe: $("w4a-recipe").value, data }, false);
   if (!r) return;
   const rep = r.json || {};
   const b = rep.boundaries || {};
