@@ -90,9 +90,11 @@ func TestW4APanel(t *testing.T) {
 		}
 		eval[bool](t, ctx, `(document.getElementById("w4a-calib-data").value = `+jsQuote(ids)+`, document.getElementById("w4a-calib").click(), true)`)
 		waitJS(t, ctx, `document.getElementById("w4a-amax-plot") || document.getElementById("w4a").dataset.state === "error"`, 120*time.Second)
-		// 2 layers × 4 producers, amax and global scale.
-		if n := eval[string](t, ctx, `(document.getElementById("w4a-amax-plot")||{dataset:{}}).dataset.points + "/" + (document.getElementById("w4a-gs-plot")||{dataset:{}}).dataset.points`); n != "8/8" {
-			t.Errorf("calibration plots: %s points, want 8/8 (%s)", n, eval[string](t, ctx, `document.getElementById("w4a-status").textContent`))
+		// 2 layers: layer 0's input, then o_proj.input, post_attention_residual,
+		// down_proj.input and output of each layer (NUMERICS.md: 9 producers),
+		// each an amax and a global scale point.
+		if n := eval[string](t, ctx, `(document.getElementById("w4a-amax-plot")||{dataset:{}}).dataset.points + "/" + (document.getElementById("w4a-gs-plot")||{dataset:{}}).dataset.points`); n != "9/9" {
+			t.Errorf("calibration plots: %s points, want 9/9 (%s)", n, eval[string](t, ctx, `document.getElementById("w4a-status").textContent`))
 		}
 	} else {
 		msg := eval[string](t, ctx, `document.getElementById("w4a-ops").textContent`)

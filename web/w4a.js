@@ -124,9 +124,11 @@ async function w4aEval() {
     { name: "W4A " + j.w4a_mode, values: w4 ? Array.from(w4.data) : [], color: "--f-fp8" }], { xlabel: "line", ylabel: "NLL" });
 }
 
-// The producers of one decoder layer, in NUMERICS.md's order.
-const w4aProducers = ["input", "self_attn.o_proj.input", "post_attention_residual", "mlp.down_proj.input"];
-const w4aColors = ["--f-nvfp4", "--f-fp8", "--f-int", "--f-mxfp4"];
+// The producers of a decoder layer, in NUMERICS.md's order
+// (model.layers.{i}.KIND; "input" only where no earlier layer's "output"
+// carries the stream, i.e. layer 0).
+const w4aProducers = ["input", "self_attn.o_proj.input", "post_attention_residual", "mlp.down_proj.input", "output"];
+const w4aColors = ["--f-dense", "--f-fp8", "--f-int", "--f-other", "--f-nvfp4"];
 
 async function w4aCalibrate() {
   // Calibration data is a file on the companion's machine, kept apart from
@@ -143,11 +145,12 @@ async function w4aCalibrate() {
     values: Array.from({ length: layers }, (_, l) => { const e = b[`model.layers.${l}.${p}`]; return e ? e[key] : NaN; }) }));
   const amax = el("canvas", { id: "w4a-amax-plot", class: "w4a-plot" });
   const gs = el("canvas", { id: "w4a-gs-plot", class: "w4a-plot" });
-  const out = b.output;
+  const first = Object.values(b)[0] || {};
   $("w4a-calib-out").replaceChildren(el("h3", { text: "Calibration: amax per layer (log)" }), amax,
     el("h3", { text: "NVFP4 global scale per layer (log)" }), gs,
-    el("p", { class: "hint", id: "w4a-calib-summary", text: `${Object.keys(b).length} producers over ${layers} layers` +
-      (out ? `; output: amax ${Plots.fmt(out.amax)}, global scale ${Plots.fmt(out.global_scale)}` : "") }));
+    el("p", { class: "hint", id: "w4a-calib-summary", data: { producers: String(Object.keys(b).length) },
+      text: `${Object.keys(b).length} producers over ${layers} layers (${rep.algorithm || "act_max"}, recipe ${rep.recipe || "?"}` +
+        (first.tokens !== undefined ? `, ${first.tokens} tokens in ${first.samples} samples` : "") + ")" }));
   w4aPlot(amax, series("amax"), { log: true, xlabel: "layer", ylabel: "amax" });
   w4aPlot(gs, series("global_scale"), { log: true, xlabel: "layer", ylabel: "global scale" });
 }
@@ -168,7 +171,7 @@ function w4aPlot(canvas, series, opts = {}) {
   canvas.dataset.points = String(series.reduce((a, s) => a + s.values.filter(v => Number.isFinite(f(v))).length, 0));
   if (!Number.isFinite(lo)) return;
   if (hi === lo) { hi += 0.5; lo -= 0.5; }
-  const pad = { l: 56, r: 8, t: 8, b: 34 };
+  const pad = { l: 56, r: 8, t: 22, b: 34 }; // the legend sits above the plot
   const X = i => pad.l + (n <= 1 ? 0.5 : i / (n - 1)) * (w - pad.l - pad.r);
   const Y = y => h - pad.b - (y - lo) / (hi - lo) * (h - pad.t - pad.b);
   g.font = "10px system-ui, sans-serif"; g.strokeStyle = css("--line"); g.fillStyle = css("--muted");
@@ -190,8 +193,8 @@ function w4aPlot(canvas, series, opts = {}) {
     g.stroke();
     s.values.forEach((v, i) => { const y = f(v); if (Number.isFinite(y)) { g.beginPath(); g.arc(X(i), Y(y), 2.5, 0, 7); g.fill(); } });
     g.textAlign = "left"; g.textBaseline = "top";
-    g.fillRect(lx, pad.t, 8, 8);
-    g.fillStyle = css("--fg"); g.fillText(s.name, lx + 11, pad.t - 1);
+    g.fillRect(lx, 3, 8, 8);
+    g.fillStyle = css("--fg"); g.fillText(s.name, lx + 11, 2);
     lx += 20 + g.measureText(s.name).width;
   }
 }
