@@ -38,7 +38,9 @@ race:
 # Speed as ratios against a memmove measured in the same run.
 bench:
 	@mkdir -p out
-	$(GO) test -run '^$$' -bench . -count 5 ./formats/... ./kernels/... | tee out/bench.txt | $(GO) run ./bench/table
+	$(GO) test -run '^$$' -bench . -count 5 ./formats/... ./kernels/... | tee out/bench.txt
+	$(GO) test -run '^$$' -bench 'Forward$$|Forward1BShape' -benchtime 2s -count 1 ./model/ | tee -a out/bench.txt
+	$(GO) run ./bench/table < out/bench.txt
 
 # Each fuzz target for FUZZTIME (the seeds live in each package's testdata/).
 fuzz:

@@ -38,13 +38,9 @@ func ReadData(path string) (*Data, error) {
 	sum := sha256.Sum256(b)
 	d := &Data{Path: path, SHA256: hex.EncodeToString(sum[:])}
 	for i, line := range strings.Split(string(b), "\n") {
-		var ids []int
-		for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\r' }) {
-			id, err := strconv.Atoi(f)
-			if err != nil || id < 0 {
-				return nil, fmt.Errorf("%s: line %d: %q is not a token id (a non-negative integer)", path, i+1, f)
-			}
-			ids = append(ids, id)
+		ids, err := ParseIDs(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: line %d: %w", path, i+1, err)
 		}
 		if len(ids) > 0 {
 			d.Seqs = append(d.Seqs, ids)
@@ -55,6 +51,26 @@ func ReadData(path string) (*Data, error) {
 		return nil, fmt.Errorf("%s: no token id sequence", path)
 	}
 	return d, nil
+}
+
+// FileData identifies a data file that is not token ids (a text file for
+// eval --text) by its path and sha256, for CheckOverlap.
+func FileData(path string, b []byte) *Data {
+	sum := sha256.Sum256(b)
+	return &Data{Path: path, SHA256: hex.EncodeToString(sum[:])}
+}
+
+// ParseIDs reads token ids separated by whitespace or commas.
+func ParseIDs(text string) ([]int, error) {
+	var ids []int
+	for _, f := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' }) {
+		id, err := strconv.Atoi(f)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("%q is not a token id (a non-negative integer)", f)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 // Options are what every pass may use.

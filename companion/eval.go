@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/quantscope/quantscope/calib"
 	"github.com/quantscope/quantscope/model"
@@ -20,6 +19,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, `print {"tokens","nll","perplexity"}`)
 	data := fs.String("data", "", "token ids, one sequence per line (ids separated by whitespace or commas)")
+	textFile := fs.String("text", "", "a text file, one sequence per non-empty line, tokenized with the repo's tokenizer.json")
 	w4a := fs.String("w4a", model.W4ANone, "none, fp8 or nvfp4")
 	var sc streamFlags
 	sc.register(fs)
@@ -31,26 +31,38 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if *data == "" {
-		return &usageError{"eval: --data is required"}
+	if (*data == "") == (*textFile == "") {
+		return &usageError{"eval: give --data (token ids) or --text (text lines), one of them"}
 	}
 	if *compare && (*w4a == model.W4ANone || *w4a == "") {
 		return &usageError{"eval: --compare needs --w4a fp8 or nvfp4 (the side to compare with the dense forward)"}
 	}
-	lines, err := readSequences(*data)
-	if err != nil {
-		return err
+	// The evaluation data, identified (path, sha256) so that a --scales
+	// report calibrated on the same file is refused.
+	var lines [][]int
+	var text []string
+	var evalData *calib.Data
+	if *data != "" {
+		if evalData, err = calib.ReadData(*data); err != nil {
+			return err
+		}
+		lines = evalData.Seqs
+	} else {
+		b, err := os.ReadFile(*textFile)
+		if err != nil {
+			return fmt.Errorf("--text: %w", err)
+		}
+		if text, err = textLines(*textFile, b); err != nil {
+			return err
+		}
+		evalData = calib.FileData(*textFile, b)
 	}
 	opt, scales, err := sc.options(*w4a, stderr)
 	if err != nil {
 		return err
 	}
 	if scales != nil {
-		d, err := calib.ReadData(*data)
-		if err != nil {
-			return err
-		}
-		if err := scales.CheckOverlap(d, *allowOverlap); err != nil {
+		if err := scales.CheckOverlap(evalData, *allowOverlap); err != nil {
 			return err
 		}
 	}
@@ -59,6 +71,12 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer closer()
+	if text != nil {
+		if lines, err = encodeLines(ctx, m, text, *textFile); err != nil {
+			return err
+		}
+		*data = *textFile
+	}
 	modes := []string{*w4a}
 	if *compare {
 		modes = []string{model.W4ANone, *w4a}
@@ -104,25 +122,6 @@ func modeName(w4a string) string {
 		return "dense float32"
 	}
 	return "w4a " + w4a
-}
-
-// readSequences reads FILE's non-empty lines as token id sequences.
-func readSequences(path string) ([][]int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--data: %w", err)
-	}
-	var seqs [][]int
-	for i, line := range strings.Split(string(b), "\n") {
-		ids, err := parseIDs(line)
-		if err != nil {
-			return nil, fmt.Errorf("%s: line %d: %w", path, i+1, err)
-		}
-		if len(ids) > 0 {
-			seqs = append(seqs, ids)
-		}
-	}
-	return seqs, nil
 }
 
 func evalMode(ctx context.Context, m *model.Model, seqs [][]int, opt model.Options, path string, progress func(done, total int64)) (perplexity, error) {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/quantscope/quantscope/calib"
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 	"github.com/quantscope/quantscope/model"
@@ -24,6 +25,7 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, `print {"shape":[T,V],"logits":[[...],...]}`)
 	tokensFlag := fs.String("tokens", "", "token ids: 1,2,3 or @FILE (ids separated by whitespace or commas)")
+	textFlag := fs.String("text", "", "text, tokenized with the repo's tokenizer.json (byte-level BPE), <|begin_of_text|> included")
 	w4a := fs.String("w4a", model.W4ANone, "none (dequantized weights in float32), fp8 or nvfp4 (W4A-FP8 / W4A-NVFP4 on GPTQ INT4)")
 	var sc streamFlags
 	sc.register(fs)
@@ -34,12 +36,14 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if *tokensFlag == "" {
-		return &usageError{"forward: --tokens is required"}
+	if (*tokensFlag == "") == (*textFlag == "") {
+		return &usageError{"forward: give --tokens or --text (one of them)"}
 	}
-	tokens, err := parseTokens(*tokensFlag)
-	if err != nil {
-		return err
+	var tokens []int
+	if *tokensFlag != "" {
+		if tokens, err = parseTokens(*tokensFlag); err != nil {
+			return err
+		}
 	}
 	opt, _, err := sc.options(*w4a, stderr)
 	if err != nil {
@@ -50,9 +54,17 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closer()
+	if *textFlag != "" {
+		if tokens, _, err = encodeText(ctx, m, *textFlag); err != nil {
+			return err
+		}
+	}
 	opt.Progress = progressLine(stderr, "forward", "layers")
 	logits, err := m.Forward(ctx, tokens, opt)
 	var te *model.TokenError
+	if errors.As(err, &te) && *textFlag != "" {
+		return fmt.Errorf("--text: tokenizer.json gives ids the model's vocabulary lacks: %w", err)
+	}
 	if errors.As(err, &te) {
 		return fmt.Errorf("--tokens %s: %w", *tokensFlag, err)
 	}
@@ -137,17 +149,7 @@ func parseTokens(spec string) ([]int, error) {
 	return ids, nil
 }
 
-func parseIDs(text string) ([]int, error) {
-	var ids []int
-	for _, f := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' }) {
-		id, err := strconv.Atoi(f)
-		if err != nil || id < 0 {
-			return nil, fmt.Errorf("%q is not a token id (a non-negative integer)", f)
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
-}
+func parseIDs(text string) ([]int, error) { return calib.ParseIDs(text) }
 
 // openModel loads SOURCE's headers and its Llama config.
 func openModel(ctx context.Context, source string, sf sourceFlags) (*model.Model, func(), error) {

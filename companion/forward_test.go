@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/quantscope/quantscope/kernels/cpu"
 	"github.com/quantscope/quantscope/model"
 	"github.com/quantscope/quantscope/synth"
+	"github.com/quantscope/quantscope/tokenizer"
 )
 
 // llamaRepos writes the small generated Llama as GPTQ and BF16 checkpoints.
@@ -171,7 +173,8 @@ func TestForwardEvalErrors(t *testing.T) {
 		{[]string{"forward", "--tokens", "1,512", gptq}, "token 512 at position 1 is outside the vocabulary (vocab_size 512)"},
 		{[]string{"forward", "--tokens", "1,2", "--w4a", "fp8", bf16}, `module "model.layers.0.self_attn.q_proj": rule w4a-format`},
 		{[]string{"forward", "--tokens", "1,-2", gptq}, `"-2" is not a token id`},
-		{[]string{"forward", gptq}, "--tokens is required"},
+		{[]string{"forward", gptq}, "give --tokens or --text"},
+		{[]string{"forward", "--text", "hi", gptq + "/../nosuch"}, "nosuch"},
 		{[]string{"forward", "--tokens", "1", "--w4a", "int8", gptq}, `--w4a "int8"`},
 		{[]string{"eval", "--data", empty, gptq}, "nothing to predict"},
 		{[]string{"eval", "--data", bad, gptq}, "line 2"},
@@ -181,5 +184,72 @@ func TestForwardEvalErrors(t *testing.T) {
 		if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "error: ") || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and an error with %q", c.args, code, stdout, stderr, c.want)
 		}
+	}
+}
+
+// TestForwardText: --text goes through the repo's tokenizer.json and gives
+// the logits of the ids the tokenizer package produces for it.
+func TestForwardText(t *testing.T) {
+	gptq, bf16 := llamaRepos(t)
+	text := "The model reads the tokens."
+	b, err := os.ReadFile(filepath.Join(bf16, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode(text, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"forward", "--json", "--text", text, bf16}, &out, &errb); err != nil {
+		t.Fatal(err, errb.String())
+	}
+	var doc struct {
+		Shape  []int
+		Logits [][]float32
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := directForward(t, bf16, ids, model.W4ANone)
+	if doc.Shape[0] != len(ids) || doc.Shape[1] != 512 {
+		t.Fatalf("shape %v, want [%d 512]", doc.Shape, len(ids))
+	}
+	for i, x := range want {
+		if doc.Logits[i/512][i%512] != x {
+			t.Fatalf("logit %d: %v, want %v", i, doc.Logits[i/512][i%512], x)
+		}
+	}
+	// Text lines for eval: the same perplexity as the ids written out.
+	dir := t.TempDir()
+	lines := []string{"The quick brown fox.", "It's what we measure."}
+	var idLines []string
+	for _, l := range lines {
+		ids, err := tok.Encode(l, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idLines = append(idLines, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ids)), ","), "[]"))
+	}
+	txt, idf := filepath.Join(dir, "text.txt"), filepath.Join(dir, "ids.txt")
+	os.WriteFile(txt, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	os.WriteFile(idf, []byte(strings.Join(idLines, "\n")+"\n"), 0o644)
+	var a, bb bytes.Buffer
+	if err := run(context.Background(), []string{"eval", "--json", "--text", txt, bf16}, &a, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), []string{"eval", "--json", "--data", idf, bf16}, &bb, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != bb.String() {
+		t.Errorf("eval --text %s != eval --data of its ids %s", a.String(), bb.String())
+	}
+	os.Remove(filepath.Join(gptq, "tokenizer.json"))
+	if _, stderr, code := runMain(t, "forward", "--text", "hello", gptq); code != 1 || !strings.Contains(stderr, "no tokenizer.json: give token ids (--tokens)") {
+		t.Errorf("a repo without tokenizer.json: exit %d, %q", code, stderr)
 	}
 }

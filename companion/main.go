@@ -45,9 +45,11 @@ usage:
   quantscope forward [--json] --tokens IDS [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R]
                      [--scales FILE] [--out FILE] SOURCE
                      Llama logits of one sequence (IDS: 1,2,3 or @FILE)
+                     --text TEXT instead of --tokens: tokenized with the repo's tokenizer.json
   quantscope eval    [--json] --data FILE [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R]
                      [--scales FILE [--allow-overlap]] [--compare] SOURCE
                      perplexity over FILE's token id lines; --compare: dense and W4A side by side
+                     --text FILE instead of --data: text lines, tokenized with the repo's tokenizer.json
   quantscope calibrate --pass weight_max|act_max|percentile|headroom|awq_lite|local_hessian
                      --data FILE [--w4a fp8|nvfp4] [--recipe R] [--json] [--out FILE] SOURCE
                      act_max --w4a nvfp4: GPT-QModel's producer_maximum report (forward --scales)

@@ -81,6 +81,10 @@ func demoRepos() []demoRepo {
 	for _, r := range synth.All() {
 		out = append(out, demoRepo{r.ID, r.About})
 	}
+	llamas, _ := synth.DemoLlamas()
+	for _, r := range llamas {
+		out = append(out, demoRepo{r.ID, r.About + ", tokenizer.json (forward, eval)"})
+	}
 	return append(out,
 		demoRepo{synth.Org + "/Llama-tiny-NVFP4-gated", "gated: needs the token " + demoToken},
 		demoRepo{synth.Org + "/broken-header", "a shard whose header breaks the contiguous-offsets rule"})
@@ -88,6 +92,15 @@ func demoRepos() []demoRepo {
 
 func writeDemos(dir string) error {
 	for _, r := range synth.All() {
+		if err := r.WriteDir(filepath.Join(dir, filepath.FromSlash(r.ID))); err != nil {
+			return err
+		}
+	}
+	llamas, err := synth.DemoLlamas()
+	if err != nil {
+		return err
+	}
+	for _, r := range llamas {
 		if err := r.WriteDir(filepath.Join(dir, filepath.FromSlash(r.ID))); err != nil {
 			return err
 		}

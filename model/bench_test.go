@@ -27,12 +27,20 @@ func BenchmarkForward(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			m := load(b, s, w, c.storage)
+			peak, err := peakHeap(func() error {
+				_, err := m.Forward(context.Background(), tokens, Options{W4A: c.mode})
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
 			for b.Loop() {
 				if _, err := m.Forward(context.Background(), tokens, Options{W4A: c.mode}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(len(tokens)*b.N)/b.Elapsed().Seconds(), "tokens/s")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB") // one forward, measured before the loop
 		})
 	}
 }

@@ -122,6 +122,13 @@ func LlamaRepo(s LlamaSpec, weights map[string]Matrix, storage string) (*Repo, e
 		}
 	}
 	b.json("config.json", LlamaConfig(s, dtype, qc))
+	if s.Vocab >= 258 {
+		tj, err := LlamaTokenizer(s.Vocab)
+		if err != nil {
+			return nil, err
+		}
+		b.repo.Files["tokenizer.json"] = tj
+	}
 	return b.finish(1), nil
 }
 

@@ -188,6 +188,7 @@ async function openRepo(source, rev) {
   performance.mark("qs-parsed");
   state.inv = inv;
   renderReport(inv);
+  if (typeof renderW4A === "function") renderW4A(inv, source, rev); // web/w4a.js
   $("progress").hidden = true;
   performance.mark("qs-rendered");
   document.body.dataset.loaded = source;

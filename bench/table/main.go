@@ -19,6 +19,8 @@ import (
 type series struct {
 	mbps, nsop, ratio []float64
 	evals             []float64 // the mse sweep's candidate evaluations per second
+	gflops, tokens    []float64 // GEMM GFLOP/s; decoder tokens/s
+	peakMiB           []float64 // a forward's peak heap
 }
 
 func main() {
@@ -52,6 +54,12 @@ func main() {
 				s.ratio = append(s.ratio, v)
 			case "evals/s":
 				s.evals = append(s.evals, v)
+			case "GFLOP/s":
+				s.gflops = append(s.gflops, v)
+			case "tokens/s":
+				s.tokens = append(s.tokens, v)
+			case "peak-heap-MiB":
+				s.peakMiB = append(s.peakMiB, v)
 			}
 		}
 	}
@@ -120,6 +128,7 @@ func main() {
 		mod("NVFP4 (ModelOpt)", "BenchmarkRatioModuleNVFP4")
 		mod("FP8 128×128 blocks (DeepSeek)", "BenchmarkRatioModuleFP8Block")
 	}
+	modelRows(res, median)
 }
 
 func yes(ok bool) string {

@@ -1,0 +1,116 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/quantscope/quantscope/model"
+	"github.com/quantscope/quantscope/tokenizer"
+)
+
+// The "forward" op: the Llama logits of one sequence, summarised (the top-k
+// next tokens of each position), as `quantscope forward` computes them.
+// Parameters (ForwardParams): tokens or text, w4a, top_k, logits. The full
+// logits come back only when asked, as the array "logits" [T, V] (f32).
+// Progress counts layers: the embedding, each decoder layer and the head.
+func init() {
+	Register("forward", forwardOp)
+	Register("eval", evalOp)
+}
+
+// ForwardParams are the "forward" op's parameters.
+type ForwardParams struct {
+	Tokens []int  `json:"tokens"` // token ids, or
+	Text   string `json:"text"`   // text, tokenized with the repo's tokenizer.json
+	W4A    string `json:"w4a"`    // none (default) | fp8 | what the model supports
+	TopK   int    `json:"top_k"`  // next-token candidates per position: default 5, at most 100
+	Logits bool   `json:"logits"` // also send the full logits as the array "logits"
+}
+
+// TopToken is one next-token candidate of a position.
+type TopToken struct {
+	ID    int     `json:"id"`
+	Logit float32 `json:"logit"`
+	Text  string  `json:"text,omitempty"` // its decoded text, when the repo has a tokenizer
+}
+
+// ForwardResult is the "forward" op's JSON.
+type ForwardResult struct {
+	Shape  [2]int       `json:"shape"` // [T, V]
+	Tokens []int        `json:"tokens"`
+	W4A    string       `json:"w4a"`
+	Top    [][]TopToken `json:"top"` // per position, best first
+}
+
+func forwardOp(ctx context.Context, env Env, module string, raw json.RawMessage) (*Result, error) {
+	var p ForwardParams
+	if err := DecodeParams("forward", raw, &p); err != nil {
+		return nil, err
+	}
+	if (len(p.Tokens) == 0) == (p.Text == "") {
+		return nil, fmt.Errorf("forward: parameters: give tokens or text, one of them")
+	}
+	if p.TopK == 0 {
+		p.TopK = 5
+	}
+	if p.TopK < 1 || p.TopK > 100 {
+		return nil, fmt.Errorf("forward: parameters: top_k %d: want 1..100", p.TopK)
+	}
+	m, err := model.New(env.Checkpoint, env.Backend)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", env.Checkpoint.Source.Name(), err)
+	}
+	tok, tokErr := tokenizer.Load(ctx, env.Checkpoint.Source) // shows the top tokens; text needs it
+	if p.Text != "" {
+		if tokErr != nil {
+			return nil, tokErr
+		}
+		if p.Tokens, err = tok.Encode(p.Text, true); err != nil {
+			return nil, err
+		}
+	}
+	mode := p.W4A
+	if mode == "" {
+		mode = model.W4ANone
+	}
+	logits, err := m.Forward(ctx, p.Tokens, model.Options{W4A: mode, Progress: env.Progress})
+	if err != nil {
+		return nil, err
+	}
+	res := ForwardResult{Shape: [2]int{logits.Rows, logits.Cols}, Tokens: p.Tokens, W4A: mode}
+	for t := range logits.Rows {
+		res.Top = append(res.Top, topK(logits.Data[t*logits.Cols:(t+1)*logits.Cols], p.TopK, tok))
+	}
+	out := &Result{JSON: res}
+	if p.Logits {
+		out.Arrays = []Array{{Name: "logits", Shape: []int{logits.Rows, logits.Cols}, F32: logits.Data}}
+	}
+	return out, nil
+}
+
+// topK returns row's k largest logits, best first (ties: the lower id; NaN last).
+func topK(row []float32, k int, tok *tokenizer.Tokenizer) []TopToken {
+	idx := make([]int, len(row))
+	for i := range idx {
+		idx[i] = i
+	}
+	key := func(i int) float64 {
+		if v := float64(row[i]); !math.IsNaN(v) {
+			return v
+		}
+		return math.Inf(-1)
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return key(idx[a]) > key(idx[b]) })
+	out := make([]TopToken, 0, k)
+	for _, i := range idx[:min(k, len(idx))] {
+		t := TopToken{ID: i, Logit: row[i]}
+		if tok != nil {
+			t.Text = tok.TokenString(i)
+		}
+		out = append(out, t)
+	}
+	return out
+}

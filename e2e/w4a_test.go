@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/quantscope/quantscope/synth"
+)
+
+// The "W4A / calibration" card: hidden without a companion; with one, it runs
+// the eval job over pasted text on the demo's small GPTQ Llama and shows the
+// perplexities `quantscope eval --json --compare` prints for the same lines,
+// digit for digit; the calibration either runs (a companion with the
+// "calibrate" op) or is refused with a message naming the missing op.
+func TestW4APanel(t *testing.T) {
+	base, token := serveToken(t, "--demo")
+	ctx := newBrowser(t, 1366, 1400)
+	repo := synth.Org + "/Llama-small-GPTQ"
+	do(t, ctx, chromedp.Navigate(base+"/?source="+repo))
+	waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(repo), 60*time.Second)
+	if !eval[bool](t, ctx, `document.getElementById("w4a").hidden`) {
+		t.Error("the W4A card shows without a companion")
+	}
+	do(t, ctx, chromedp.Navigate(base+"/?token="+token+"&source="+repo))
+	waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(repo)+" && companion.connected()", 60*time.Second)
+	waitJS(t, ctx, `!document.getElementById("w4a").hidden`, 10*time.Second)
+
+	lines := []string{"The quick brown fox jumps over the lazy dog.", "It's what we measure before we ship: 3.14 tokens!", "A naïve café — déjà vu, 2026."}
+	eval[bool](t, ctx, `(document.getElementById("w4a-text").value = `+jsQuote(strings.Join(lines, "\n"))+`, document.getElementById("w4a-mode").value = "fp8", document.getElementById("w4a-eval").click(), true)`)
+	waitJS(t, ctx, `["done","error"].includes(document.getElementById("w4a").dataset.state)`, 120*time.Second)
+	if st := eval[string](t, ctx, `document.getElementById("w4a").dataset.state + ": " + document.getElementById("w4a-status").textContent`); !strings.HasPrefix(st, "done") {
+		t.Fatalf("eval job: %s", st)
+	}
+	page := eval[map[string]string](t, ctx, `(() => { const v = id => document.getElementById(id).dataset.value;
+		return { dense: v("w4a-dense-ppl"), w4a: v("w4a-w4a-ppl"), dnll: v("w4a-dense-nll"), wnll: v("w4a-w4a-nll"), ratio: v("w4a-ratio"),
+		  points: document.getElementById("w4a-lines-plot").dataset.points }; })()`)
+
+	f := filepath.Join(t.TempDir(), "lines.txt")
+	if err := os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cli struct {
+		Dense, W4A struct{ NLL, Perplexity float64 }
+		Difference struct {
+			Ratio float64 `json:"perplexity_ratio"`
+		}
+	}
+	if err := json.Unmarshal(quantscope(t, "eval", "--json", "--compare", "--w4a", "fp8", "--text", f, "--endpoint", base, repo), &cli); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, got string
+		want      float64
+	}{{"dense perplexity", page["dense"], cli.Dense.Perplexity}, {"w4a perplexity", page["w4a"], cli.W4A.Perplexity},
+		{"dense nll", page["dnll"], cli.Dense.NLL}, {"w4a nll", page["wnll"], cli.W4A.NLL}, {"ratio", page["ratio"], cli.Difference.Ratio}} {
+		if v, err := strconv.ParseFloat(c.got, 64); err != nil || v != c.want {
+			t.Errorf("%s: the page shows %q, eval --json says %v", c.name, c.got, c.want)
+		}
+	}
+	if cli.Dense.Perplexity == cli.W4A.Perplexity {
+		t.Error("dense and W4A perplexities are equal: the W4A side did not run")
+	}
+	if page["points"] != strconv.Itoa(2*len(lines)) {
+		t.Errorf("the per-line plot has %s points, want %d", page["points"], 2*len(lines))
+	}
+
+	// W4A-NVFP4: the companion runs it or refuses it, and the page shows which.
+	eval[bool](t, ctx, `(document.getElementById("w4a-mode").value = "nvfp4", document.getElementById("w4a-eval").click(), true)`)
+	waitJS(t, ctx, `document.getElementById("w4a").dataset.state !== "running"`, 120*time.Second)
+	switch st := eval[string](t, ctx, `document.getElementById("w4a").dataset.state + ": " + document.getElementById("w4a-status").textContent`); {
+	case strings.HasPrefix(st, "done"):
+		if label := eval[string](t, ctx, `document.getElementById("w4a-ppl").innerText`); !strings.Contains(label, "W4A nvfp4") {
+			t.Errorf("nvfp4 eval done but the table shows %q", label)
+		}
+	case !strings.HasPrefix(st, "error") || !strings.Contains(st, "nvfp4"):
+		t.Errorf("nvfp4 eval: %s, want done or an error naming nvfp4", st)
+	}
+
+	// Calibration: run it when the companion offers the op, else say so.
+	if eval[bool](t, ctx, `companion.info().ops.includes("calibrate")`) {
+		ids := filepath.Join(t.TempDir(), "calib.txt")
+		if err := os.WriteFile(ids, []byte("1 5 9 13 17 21 25 29\n2 4 8 16 32 64 128 256\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		eval[bool](t, ctx, `(document.getElementById("w4a-calib-data").value = `+jsQuote(ids)+`, document.getElementById("w4a-calib").click(), true)`)
+		waitJS(t, ctx, `document.getElementById("w4a-amax-plot") || document.getElementById("w4a").dataset.state === "error"`, 120*time.Second)
+		// 2 layers: layer 0's input, then o_proj.input, post_attention_residual,
+		// down_proj.input and output of each layer (NUMERICS.md: 9 producers),
+		// each an amax and a global scale point.
+		if n := eval[string](t, ctx, `(document.getElementById("w4a-amax-plot")||{dataset:{}}).dataset.points + "/" + (document.getElementById("w4a-gs-plot")||{dataset:{}}).dataset.points`); n != "9/9" {
+			t.Errorf("calibration plots: %s points, want 9/9 (%s)", n, eval[string](t, ctx, `document.getElementById("w4a-status").textContent`))
+		}
+	} else {
+		msg := eval[string](t, ctx, `document.getElementById("w4a-ops").textContent`)
+		if !strings.Contains(msg, `no "calibrate" operation`) || !eval[bool](t, ctx, `document.getElementById("w4a-calib").disabled`) {
+			t.Errorf("a companion without calibrate: message %q", msg)
+		}
+	}
+	buf, err := chromedp.Run(ctx, chromedp.Screenshot("#w4a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(outDir, "w4a.png")
+	if err := os.WriteFile(p, buf, 0o644); err == nil {
+		t.Logf("screenshot: %s", p)
+	}
+
+	// Without the companion the card goes away.
+	eval[bool](t, ctx, `(companion.disconnect(), true)`)
+	waitJS(t, ctx, `document.getElementById("w4a").hidden`, 10*time.Second)
+}

@@ -1,0 +1,290 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// byteToRune is GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for
+// themselves, the others for U+0100 onwards in byte order.
+var byteToRune, runeToByte = func() ([256]rune, map[rune]byte) {
+	var b2r [256]rune
+	r2b := map[rune]byte{}
+	n := 0
+	for b := range 256 {
+		if ('!' <= b && b <= '~') || (0xA1 <= b && b <= 0xAC) || (0xAE <= b && b <= 0xFF) {
+			b2r[b] = rune(b)
+		} else {
+			b2r[b] = rune(256 + n)
+			n++
+		}
+		r2b[b2r[b]] = byte(b)
+	}
+	return b2r, r2b
+}()
+
+// Encode turns text into token ids; with addSpecial the post-processor's
+// tokens (Llama 3's <|begin_of_text|>) are added around it, as the
+// tokenizers library's encode(text) does by default.
+func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
+	if !utf8.ValidString(text) {
+		return nil, fmt.Errorf("tokenizer: the text is not valid UTF-8")
+	}
+	if t.nfc {
+		if err := nfcStable(text); err != nil {
+			return nil, err
+		}
+	}
+	var ids []int
+	if addSpecial {
+		ids = append(ids, t.prefix...)
+	}
+	for len(text) > 0 {
+		at, tok := t.nextAdded(text)
+		if at > 0 {
+			enc, err := t.encodePlain(text[:at])
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, enc...)
+		}
+		if tok == nil {
+			break
+		}
+		ids = append(ids, tok.ID)
+		text = text[at+len(tok.Content):]
+	}
+	if addSpecial {
+		ids = append(ids, t.suffix...)
+	}
+	return ids, nil
+}
+
+// nextAdded finds the earliest added token in text (the longest one at that
+// place); at is len(text) and tok nil when there is none.
+func (t *Tokenizer) nextAdded(text string) (at int, tok *addedToken) {
+	at = len(text)
+	for i := range t.added { // longest first: at one place the longest wins
+		a := &t.added[i]
+		if j := strings.Index(text, a.Content); j >= 0 && (tok == nil || j < at) {
+			at, tok = j, a
+		}
+	}
+	return at, tok
+}
+
+// encodePlain runs the pre-tokenizers and BPE over text with no added tokens.
+func (t *Tokenizer) encodePlain(text string) ([]int, error) {
+	pieces := []string{text}
+	mapped := false
+	for _, p := range t.pre {
+		if p.addPrefixSpace && len(pieces) > 0 && !strings.HasPrefix(pieces[0], " ") {
+			pieces[0] = " " + pieces[0]
+		}
+		if p.split != nil {
+			var out []string
+			for _, s := range pieces {
+				parts, err := splitIsolated(p, s)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, parts...)
+			}
+			pieces = out
+		}
+		if p.byteLevel && !mapped {
+			for i, s := range pieces {
+				pieces[i] = byteLevel(s)
+			}
+			mapped = true
+		}
+	}
+	var ids []int
+	for _, w := range pieces {
+		enc, err := t.bpe(w)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, enc...)
+	}
+	return ids, nil
+}
+
+// splitIsolated cuts s into the pattern's matches and the text between them.
+func splitIsolated(p preTokenizer, s string) ([]string, error) {
+	runes := []rune(s)
+	var out []string
+	last := 0
+	m, err := p.split.FindRunesMatch(runes)
+	for ; m != nil && err == nil; m, err = p.split.FindNextMatch(m) {
+		if m.Length == 0 {
+			continue
+		}
+		if m.Index > last {
+			out = append(out, string(runes[last:m.Index]))
+		}
+		out = append(out, string(runes[m.Index:m.Index+m.Length]))
+		last = m.Index + m.Length
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: pre-tokenizer split: %v", err)
+	}
+	if last < len(runes) {
+		out = append(out, string(runes[last:]))
+	}
+	return out, nil
+}
+
+// Split returns the pieces the pre-tokenizers cut text into, before the
+// byte-level mapping (what a test compares with the tokenizers library's
+// pre_tokenize_str).
+func (t *Tokenizer) Split(text string) ([]string, error) {
+	pieces := []string{text}
+	for _, p := range t.pre {
+		if p.addPrefixSpace && !strings.HasPrefix(pieces[0], " ") {
+			pieces[0] = " " + pieces[0]
+		}
+		if p.split == nil {
+			continue
+		}
+		var out []string
+		for _, s := range pieces {
+			parts, err := splitIsolated(p, s)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, parts...)
+		}
+		pieces = out
+	}
+	return pieces, nil
+}
+
+func byteLevel(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteRune(byteToRune[s[i]])
+	}
+	return b.String()
+}
+
+// bpe merges one pre-token (in byte-level characters) by merge rank.
+func (t *Tokenizer) bpe(w string) ([]int, error) {
+	if ids, ok := t.cache[w]; ok {
+		return ids, nil
+	}
+	if id, ok := t.vocab[w]; ok && (t.ignoreMerges || utf8.RuneCountInString(w) == 1) {
+		return []int{id}, nil
+	}
+	var sym []string
+	for _, r := range w {
+		sym = append(sym, string(r))
+	}
+	for len(sym) > 1 {
+		best, at := -1, -1
+		for i := 0; i+1 < len(sym); i++ {
+			if r, ok := t.ranks[pair{sym[i], sym[i+1]}]; ok && (best < 0 || r < best) {
+				best, at = r, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		// Merge every occurrence of the best pair, left to right.
+		a, b := sym[at], sym[at+1]
+		out := sym[:0:0]
+		for i := 0; i < len(sym); i++ {
+			if i+1 < len(sym) && sym[i] == a && sym[i+1] == b {
+				out = append(out, a+b)
+				i++
+			} else {
+				out = append(out, sym[i])
+			}
+		}
+		sym = out
+	}
+	ids := make([]int, len(sym))
+	for i, s := range sym {
+		id, ok := t.vocab[s]
+		if !ok {
+			return nil, fmt.Errorf("tokenizer: the piece %q has no token in the vocab (no unk token in byte-level BPE)", s)
+		}
+		ids[i] = id
+	}
+	if len(t.cache) < 1<<16 {
+		t.cache[w] = ids
+	}
+	return ids, nil
+}
+
+// Decode turns ids back into text; special added tokens are left out when
+// skipSpecial is set.
+func (t *Tokenizer) Decode(ids []int, skipSpecial bool) (string, error) {
+	var b []byte
+	for _, id := range ids {
+		if a, ok := t.addedByID[id]; ok {
+			if !(skipSpecial && a.Special) {
+				b = append(b, a.Content...)
+			}
+			continue
+		}
+		s, ok := t.tokens[id]
+		if !ok {
+			return "", fmt.Errorf("tokenizer: id %d is not in the vocab", id)
+		}
+		for _, r := range s {
+			c, ok := runeToByte[r]
+			if !ok {
+				return "", fmt.Errorf("tokenizer: token %d %q holds %q, not a byte-level character", id, s, r)
+			}
+			b = append(b, c)
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), nil
+}
+
+// TokenString is the text of one id (for showing top-k tokens): its decoded
+// bytes, or an added token's content.
+func (t *Tokenizer) TokenString(id int) string {
+	s, err := t.Decode([]int{id}, false)
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
+// nfcStable refuses text that NFC normalization could change: the package
+// has no composition tables, so rather than skip NFC it accepts only text
+// without combining marks, conjoining Jamo, singletons and composition
+// exclusions (the characters whose NFC form differs or may differ).
+func nfcStable(text string) error {
+	for i, r := range text {
+		if unicode.Is(unicode.M, r) || inRanges(r, nfcUnstable) {
+			return fmt.Errorf("tokenizer: character %U %q at byte %d: the tokenizer's NFC normalizer could change it, and this package does not implement NFC composition", r, r, i)
+		}
+	}
+	return nil
+}
+
+// nfcUnstable holds the NFC_Quick_Check No/Maybe characters that are not
+// combining marks: singletons (U+212B ANGSTROM SIGN → U+00C5), composition
+// exclusions, Hangul conjoining Jamo, compatibility ideographs.
+var nfcUnstable = [][2]rune{
+	{0x0340, 0x0344}, {0x0374, 0x0374}, {0x037E, 0x037E}, {0x0387, 0x0387},
+	{0x0958, 0x095F}, {0x09DC, 0x09DF}, {0x0A33, 0x0A36}, {0x0A59, 0x0A5E},
+	{0x0B5C, 0x0B5D}, {0x0F43, 0x0FB9}, {0x1100, 0x11FF}, {0x1F00, 0x1FFF},
+	{0x2000, 0x2001}, {0x2126, 0x2126}, {0x212A, 0x212B}, {0x2329, 0x232A},
+	{0x2ADC, 0x2ADC}, {0xF900, 0xFAFF}, {0xFB1D, 0xFB4E}, {0x1D15E, 0x1D1C0},
+	{0x2F800, 0x2FA1F},
+}
+
+func inRanges(r rune, rs [][2]rune) bool {
+	for _, x := range rs {
+		if x[0] <= r && r <= x[1] {
+			return true
+		}
+	}
+	return false
+}

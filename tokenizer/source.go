@@ -1,0 +1,31 @@
+package tokenizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/quantscope/quantscope/formats/hub"
+)
+
+// MaxFile bounds the tokenizer.json read from a source (Llama 3's is 9 MB,
+// Qwen2's 7 MB).
+const MaxFile = 64 << 20
+
+// Load reads and parses src's tokenizer.json; an absent one is an error
+// saying so (give token ids instead).
+func Load(ctx context.Context, src hub.Source) (*Tokenizer, error) {
+	b, err := src.ReadFile(ctx, "tokenizer.json", MaxFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no tokenizer.json: give token ids (--tokens) instead of text", src.Name())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: tokenizer.json: %w", src.Name(), err)
+	}
+	t, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Name(), err)
+	}
+	return t, nil
+}

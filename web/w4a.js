@@ -1,0 +1,200 @@
+// quantscope page: the model-level "W4A / calibration" card, shown only
+// while a companion is connected (web/companion.js). It runs the companion's
+// "eval" op (perplexity, dense and W4A side by side, per-line NLL) and its
+// "calibrate" op (per-producer amax and NVFP4 global scales, DESIGN.md's
+// report shape), and draws both over lines and layers. Uses app.js's $ and
+// el at call time.
+"use strict";
+
+const w4aUI = { source: "", rev: "", inv: null, job: null };
+
+// renderW4A is app.js's hook: a repo is on screen (source, revision).
+function renderW4A(inv, source, rev) {
+  Object.assign(w4aUI, { inv, source, rev });
+  const body = $("w4a-body");
+  if (!body) return;
+  if (!body.dataset.built) {
+    body.replaceChildren(w4aControls(), el("div", { id: "w4a-status", class: "hint", role: "status", "aria-live": "polite" }),
+      el("div", { id: "w4a-eval-out" }), el("div", { id: "w4a-calib-out" }));
+    body.dataset.built = "1";
+  }
+  $("w4a-eval-out").replaceChildren();
+  $("w4a-calib-out").replaceChildren();
+  $("w4a-status").textContent = "";
+  w4aShow();
+}
+
+// w4aShow shows the card only while a companion is connected, and says what
+// the connected one cannot do.
+function w4aShow() {
+  const card = $("w4a");
+  if (!card) return;
+  const on = !!(window.companion && companion.connected() && w4aUI.source);
+  card.hidden = !on;
+  if (!on) return;
+  const ops = (companion.info() || {}).ops || [];
+  $("w4a-eval").disabled = !ops.includes("eval");
+  $("w4a-calib").disabled = !ops.includes("calibrate");
+  const missing = ["eval", "calibrate"].filter(o => !ops.includes(o));
+  $("w4a-ops").textContent = missing.length ? "This companion has no " + missing.map(o => `"${o}"`).join(" or ") +
+    " operation (it offers " + (ops.join(", ") || "none") + "); update quantscope to run it." : "";
+}
+window.addEventListener("companion", w4aShow);
+
+function w4aControls() {
+  const text = el("textarea", { id: "w4a-text", rows: 4, spellcheck: "false",
+    placeholder: "one sequence per line: text (tokenized by the repo's tokenizer.json) or token ids" });
+  text.value = "The quick brown fox jumps over the lazy dog.\nPerplexity is the exponential of the mean negative log likelihood.";
+  const kind = el("select", { id: "w4a-kind" }, el("option", { value: "text", text: "text" }), el("option", { value: "ids", text: "token ids" }));
+  const mode = el("select", { id: "w4a-mode" }, el("option", { value: "fp8", text: "W4A-FP8" }), el("option", { value: "nvfp4", text: "W4A-NVFP4" }));
+  const recipe = el("select", { id: "w4a-recipe" }, ...["least_squares", "nvidia", "four_six", "least_squares_grid"].map(r => el("option", { value: r, text: r })));
+  return el("div", {},
+    el("p", { class: "hint", text: "Runs on the connected companion, layer by layer: perplexity dense vs W4A, and the act_max calibration (GPT-QModel's producer maximum)." }),
+    el("p", { id: "w4a-ops", class: "warn-text" }),
+    text,
+    el("div", { class: "tools" },
+      el("label", { for: "w4a-kind", text: "lines are" }), kind,
+      el("label", { for: "w4a-mode", text: "compare with" }), mode,
+      el("button", { id: "w4a-eval", type: "button", text: "Perplexity", onclick: w4aEval }),
+      el("label", { for: "w4a-recipe", text: "NVFP4 recipe" }), recipe,
+      el("input", { id: "w4a-calib-data", type: "text", size: 28, autocomplete: "off", spellcheck: "false", "aria-label": "Calibration data file",
+        placeholder: "calibration ids file on the companion's machine" }),
+      el("button", { id: "w4a-calib", type: "button", text: "Calibrate (act_max)", onclick: w4aCalibrate }),
+      el("button", { id: "w4a-cancel", type: "button", text: "Cancel", hidden: "", onclick: () => w4aUI.job && companion.cancel(w4aUI.job.id) })));
+}
+
+// w4aData reads the textarea as the op's inline data.
+function w4aData() {
+  const lines = $("w4a-text").value.split("\n").map(l => l.replace(/\r$/, "")).filter(l => l.trim() !== "");
+  if (!lines.length) throw new Error("paste at least one line");
+  if ($("w4a-kind").value === "text") return { lines };
+  return { sequences: lines.map((l, i) => l.split(/[\s,]+/).filter(Boolean).map(s => {
+    if (!/^\d+$/.test(s)) throw new Error(`line ${i + 1}: "${s}" is not a token id`);
+    return Number(s);
+  })) };
+}
+
+// w4aRun submits op with params (and the textarea's lines when inline),
+// showing progress and the error if the companion refuses.
+async function w4aRun(op, params, inline) {
+  const status = $("w4a-status");
+  let data = {};
+  if (inline) try { data = w4aData(); } catch (e) { status.textContent = e.message; return null; }
+  const p = companion.submit(op, w4aUI.source, w4aUI.rev, "", Object.assign(data, params),
+    m => { status.textContent = `${op}: ${m.phase} ${m.done}${m.total ? " of " + m.total : ""} (${(m.elapsed_ms / 1000).toFixed(1)} s)`; });
+  w4aUI.job = p;
+  $("w4a-cancel").hidden = false;
+  $("w4a").dataset.state = "running";
+  try {
+    const r = await p;
+    status.textContent = `${op}: done in ${(r.elapsedMS / 1000).toFixed(1)} s`;
+    $("w4a").dataset.state = "done";
+    return r;
+  } catch (e) {
+    status.textContent = `${op} failed: ${e.message}`;
+    $("w4a").dataset.state = "error";
+    return null;
+  } finally {
+    $("w4a-cancel").hidden = true;
+    w4aUI.job = null;
+  }
+}
+
+async function w4aEval() {
+  const mode = $("w4a-mode").value;
+  const r = await w4aRun("eval", { w4a: mode, compare: true }, true);
+  if (!r) return;
+  const j = r.json;
+  const row = (name, p, id) => el("tr", {}, el("th", { text: name }),
+    el("td", { text: String(p.tokens) }),
+    el("td", { id: id + "-nll", text: p.nll.toFixed(6), data: { value: String(p.nll) } }),
+    el("td", { id: id + "-ppl", text: p.perplexity.toFixed(4), data: { value: String(p.perplexity) } }));
+  const d = j.difference;
+  const table = el("table", { class: "small", id: "w4a-ppl" },
+    el("tr", {}, el("th", { text: "" }), el("th", { text: "tokens" }), el("th", { text: "mean NLL" }), el("th", { text: "perplexity" })),
+    row("dense", j.dense, "w4a-dense"), row("W4A " + j.w4a_mode, j.w4a, "w4a-w4a"),
+    el("tr", {}, el("th", { text: "difference" }), el("td", {}),
+      el("td", { text: (d.nll >= 0 ? "+" : "") + d.nll.toFixed(6) }),
+      el("td", { id: "w4a-ratio", text: `${d.perplexity >= 0 ? "+" : ""}${d.perplexity.toFixed(4)} (×${d.perplexity_ratio.toFixed(5)})`, data: { value: String(d.perplexity_ratio) } })));
+  const dense = r.arrays["nll.none"], w4 = r.arrays["nll." + j.w4a_mode];
+  const canvas = el("canvas", { id: "w4a-lines-plot", class: "w4a-plot" });
+  $("w4a-eval-out").replaceChildren(el("h3", { text: "Perplexity" }), table, el("p", { class: "hint", text: j.note }),
+    el("h3", { text: "Mean NLL per line" }), canvas);
+  w4aPlot(canvas, [{ name: "dense", values: dense ? Array.from(dense.data) : [], color: "--f-dense" },
+    { name: "W4A " + j.w4a_mode, values: w4 ? Array.from(w4.data) : [], color: "--f-fp8" }], { xlabel: "line", ylabel: "NLL" });
+}
+
+// The producers of a decoder layer, in NUMERICS.md's order
+// (model.layers.{i}.KIND; "input" only where no earlier layer's "output"
+// carries the stream, i.e. layer 0).
+const w4aProducers = ["input", "self_attn.o_proj.input", "post_attention_residual", "mlp.down_proj.input", "output"];
+const w4aColors = ["--f-dense", "--f-fp8", "--f-int", "--f-other", "--f-nvfp4"];
+
+async function w4aCalibrate() {
+  // Calibration data is a file on the companion's machine, kept apart from
+  // the text evaluated above (the report names it; eval refuses the same file).
+  const data = $("w4a-calib-data").value.trim();
+  if (!data) { $("w4a-status").textContent = "calibrate: give the calibration data file (token ids, one sequence per line) on the companion's machine"; return; }
+  const r = await w4aRun("calibrate", { pass: "act_max", w4a: "nvfp4", recipe: $("w4a-recipe").value, data }, false);
+  if (!r) return;
+  const rep = r.json || {};
+  const b = rep.boundaries || {};
+  const layers = Math.max(0, ...Object.keys(b).map(k => { const m = /^model\.layers\.(\d+)\./.exec(k); return m ? Number(m[1]) + 1 : 0; }));
+  if (!layers) { $("w4a-calib-out").replaceChildren(el("p", { class: "hint", text: "The calibration report names no model.layers.N producers." })); return; }
+  const series = key => w4aProducers.map((p, i) => ({ name: p, color: w4aColors[i],
+    values: Array.from({ length: layers }, (_, l) => { const e = b[`model.layers.${l}.${p}`]; return e ? e[key] : NaN; }) }));
+  const amax = el("canvas", { id: "w4a-amax-plot", class: "w4a-plot" });
+  const gs = el("canvas", { id: "w4a-gs-plot", class: "w4a-plot" });
+  const first = Object.values(b)[0] || {};
+  $("w4a-calib-out").replaceChildren(el("h3", { text: "Calibration: amax per layer (log)" }), amax,
+    el("h3", { text: "NVFP4 global scale per layer (log)" }), gs,
+    el("p", { class: "hint", id: "w4a-calib-summary", data: { producers: String(Object.keys(b).length) },
+      text: `${Object.keys(b).length} producers over ${layers} layers (${rep.algorithm || "act_max"}, recipe ${rep.recipe || "?"}` +
+        (first.tokens !== undefined ? `, ${first.tokens} tokens in ${first.samples} samples` : "") + ")" }));
+  w4aPlot(amax, series("amax"), { log: true, xlabel: "layer", ylabel: "amax" });
+  w4aPlot(gs, series("global_scale"), { log: true, xlabel: "layer", ylabel: "global scale" });
+}
+
+// w4aPlot draws series as lines with dots over their index (log y when
+// opts.log; NaN and non-positive log values are gaps), with a legend.
+function w4aPlot(canvas, series, opts = {}) {
+  const css = n => getComputedStyle(document.documentElement).getPropertyValue(n).trim() || "#888";
+  const dpr = window.devicePixelRatio || 1;
+  const w = canvas.clientWidth || 600, h = canvas.clientHeight || 200;
+  canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
+  const g = canvas.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, w, h);
+  const f = v => opts.log ? (v > 0 ? Math.log10(v) : NaN) : v;
+  let lo = Infinity, hi = -Infinity, n = 0;
+  for (const s of series) { n = Math.max(n, s.values.length); for (const v of s.values) { const y = f(v); if (Number.isFinite(y)) { lo = Math.min(lo, y); hi = Math.max(hi, y); } } }
+  canvas.dataset.points = String(series.reduce((a, s) => a + s.values.filter(v => Number.isFinite(f(v))).length, 0));
+  if (!Number.isFinite(lo)) return;
+  if (hi === lo) { hi += 0.5; lo -= 0.5; }
+  const pad = { l: 56, r: 8, t: 22, b: 34 }; // the legend sits above the plot
+  const X = i => pad.l + (n <= 1 ? 0.5 : i / (n - 1)) * (w - pad.l - pad.r);
+  const Y = y => h - pad.b - (y - lo) / (hi - lo) * (h - pad.t - pad.b);
+  g.font = "10px system-ui, sans-serif"; g.strokeStyle = css("--line"); g.fillStyle = css("--muted");
+  g.textAlign = "right"; g.textBaseline = "middle";
+  for (const y of [lo, (lo + hi) / 2, hi]) {
+    g.fillText(Plots.fmt(opts.log ? 10 ** y : y), pad.l - 4, Y(y));
+    g.beginPath(); g.moveTo(pad.l, Y(y) + 0.5); g.lineTo(w - pad.r, Y(y) + 0.5); g.stroke();
+  }
+  g.textAlign = "center"; g.textBaseline = "top";
+  const step = Math.max(1, Math.ceil(n / 16));
+  for (let i = 0; i < n; i += step) g.fillText(String(i), X(i), h - pad.b + 3);
+  g.fillText(opts.xlabel || "", (pad.l + w - pad.r) / 2, h - 12);
+  let lx = pad.l + 4;
+  for (const s of series) {
+    g.strokeStyle = g.fillStyle = css(s.color);
+    g.beginPath();
+    let pen = false;
+    s.values.forEach((v, i) => { const y = f(v); if (!Number.isFinite(y)) { pen = false; return; } pen ? g.lineTo(X(i), Y(y)) : g.moveTo(X(i), Y(y)); pen = true; });
+    g.stroke();
+    s.values.forEach((v, i) => { const y = f(v); if (Number.isFinite(y)) { g.beginPath(); g.arc(X(i), Y(y), 2.5, 0, 7); g.fill(); } });
+    g.textAlign = "left"; g.textBaseline = "top";
+    g.fillRect(lx, 3, 8, 8);
+    g.fillStyle = css("--fg"); g.fillText(s.name, lx + 11, 2);
+    lx += 20 + g.measureText(s.name).width;
+  }
+}
