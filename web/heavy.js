@@ -203,14 +203,16 @@ const Heavy = (() => {
     const r = await run("report", { format: "nvfp4" }, "recipe report");
     if (!r) return;
     const rep = r.json;
-    const best = Math.max(1e-9, ...rep.recipes.map(x => x.sqnr_db || 0));
+    // The bars start 1 dB under the worst recipe, so that a fraction of a dB shows.
+    const finite = rep.recipes.map(x => x.sqnr_db).filter(v => v != null);
+    const best = finite.length ? Math.max(...finite) : 1, lo = finite.length ? Math.floor(Math.min(...finite)) - 1 : 0;
     const table = mk("table", { id: "report-table", class: "small rtable" },
       mk("tr", {}, ...["recipe", "MSE", "SQNR (dB)", "", "max |err|", "blocks ≠ max"].map(h => mk("th", { text: h }))),
       ...rep.recipes.map(x => mk("tr", { data: { recipe: x.recipe } },
         mk("th", { text: x.recipe }),
         mk("td", { class: "num", text: num(x.mse), data: { key: "mse", v: JSON.stringify(x.mse) } }),
         mk("td", { class: "num", text: x.sqnr_db == null ? "exact" : x.sqnr_db.toFixed(2), data: { key: "sqnr_db", v: JSON.stringify(x.sqnr_db) } }),
-        mk("td", { class: "barcell" }, mk("div", { class: "sqnr-bar", style: `width:${x.sqnr_db == null ? 100 : Math.max(0, 100 * x.sqnr_db / best).toFixed(1)}%` })),
+        mk("td", { class: "barcell" }, mk("div", { class: "sqnr-bar", style: `width:${x.sqnr_db == null ? 100 : Math.max(2, 100 * (x.sqnr_db - lo) / (best - lo)).toFixed(1)}%` })),
         mk("td", { class: "num", text: num(x.max_abs_err), data: { key: "max_abs_err", v: JSON.stringify(x.max_abs_err) } }),
         mk("td", { class: "num", text: pct(x.blocks_changed), data: { key: "blocks_changed", v: JSON.stringify(x.blocks_changed) } }))));
     const maps = [];
@@ -221,17 +223,18 @@ const Heavy = (() => {
       const cv = mk("canvas", { class: "blockmap", id: "blockmap-" + name, data: { rows: mr, cols: mc } });
       const down = mr < rep.shape[0] || mc < rep.shape[1] / 16;
       const cell = down ? ` (downsampled: a cell is ${(rep.shape[0] / mr).toFixed(1)} rows × ${(rep.shape[1] / 16 / mc).toFixed(1)} blocks, its shade the share that differ)` : "";
-      maps.push(mk("figure", {}, cv, mk("figcaption", { text: `${name}: where its scale code differs from max's — ${mr} rows ↓ × ${mc} 16-blocks →${cell}` })));
+      maps.push(mk("figure", { style: `max-width:${mapWidth(mc) + 2}px` }, cv, mk("figcaption", { text: `${name}: where its scale code differs from max's — ${mr} rows ↓ × ${mc} 16-blocks →${cell}` })));
       requestAnimationFrame(() => blockMap(cv, a.data, mr, mc));
     }
-    $("heavy-out").replaceChildren(table, mk("p", { class: "small", text: `NVFP4 recipes on ${rep.module} [${rep.shape.join(" × ")}]; higher SQNR is better, the bar is relative to the best.` }),
+    $("heavy-out").replaceChildren(table, mk("p", { class: "small", text: `NVFP4 recipes on ${rep.module} [${rep.shape.join(" × ")}]; higher SQNR is better; the bars run from ${lo} dB to the best, ${best.toFixed(2)} dB.` }),
       mk("div", { class: "plots" }, ...maps));
   }
 
   // blockMap paints a [rows, cols] 0..255 map: each cell one block (or a
   // cell of several), shaded by its share; aspect kept within sane bounds.
+  const mapWidth = cols => Math.min(240, Math.max(120, cols * 4));
   function blockMap(canvas, data, rows, cols) {
-    const w = Math.min(420, Math.max(120, cols * 4));
+    const w = mapWidth(cols);
     const h = Math.min(260, Math.max(40, Math.round(w * rows / cols)));
     canvas.style.width = w + "px";
     canvas.style.height = h + "px";
