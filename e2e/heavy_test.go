@@ -161,6 +161,13 @@ func TestHeavyOps(t *testing.T) {
 		t.Error("written out of --out-dir")
 	}
 
+	// A module without a 2-D weight (a norm) offers full statistics only.
+	eval[bool](t, c, `(selectModule("model.norm"), true)`)
+	waitJS(t, c, `document.getElementById("panel-title").textContent === "model.norm"`, 10*time.Second)
+	if v := eval[string](t, c, `["heavy-stats", "heavy-report", "heavy-quantize"].map(id => document.getElementById(id).disabled).join(" ")`); v != "false true true" {
+		t.Errorf("on a 1-D module, disabled: %s", v)
+	}
+
 	// Without a companion the buttons are absent and the hint says how.
 	do(t, c, chromedp.Navigate(base+"/?source="+repo+"&module="+heavyModule))
 	waitJS(t, c, "document.body.dataset.loaded === "+jsQuote(repo)+` && document.getElementById("panel-title").textContent === `+jsQuote(heavyModule), 60*time.Second)

@@ -25,7 +25,7 @@ const Heavy = (() => {
   const size = n => n >= 1 << 20 ? (n / (1 << 20)).toFixed(1) + " MiB" : n >= 1024 ? (n / 1024).toFixed(1) + " KiB" : n + " B";
 
   // The current module and the running job (one at a time per panel).
-  const st = { module: "", source: "", rev: "", job: null, url: "" };
+  const st = { module: "", source: "", rev: "", info: null, job: null, url: "" };
 
   function build() {
     const root = $("heavy");
@@ -82,13 +82,22 @@ const Heavy = (() => {
     $("heavy-actions").hidden = !on;
     $("heavy-hint").hidden = on;
     if (!on) $("quantize-form").hidden = true;
-    for (const b of ["heavy-stats", "heavy-report", "heavy-quantize", "q-run"]) $(b).disabled = !on || !!st.job;
+    // The report and quantize take a 2-D [out, in] weight; a module with no
+    // weight (format none) has nothing to run on.
+    const none = st.info && st.info.format === "none";
+    const flat = none || (st.info && st.info.weight_shape && st.info.weight_shape.length !== 2);
+    for (const b of ["heavy-stats", "heavy-report", "heavy-quantize", "q-run"]) {
+      $(b).disabled = !on || !!st.job || (b === "heavy-stats" ? none : flat);
+      $(b).title = $(b).disabled && on && !st.job ? (none ? "this module has no weight" : "needs a 2-D [out, in] weight") : "";
+    }
   }
 
-  function open(module, source, rev) {
+  // open is called with each module the panel opens: its name, the page's
+  // source and revision, and its inventory entry (format, weight_shape).
+  function open(module, source, rev, info) {
     build();
     if (st.job && st.module !== module) cancel();
-    st.module = module; st.source = source; st.rev = rev || "";
+    st.module = module; st.source = source; st.rev = rev || ""; st.info = info || null;
     $("heavy-out").replaceChildren();
     $("heavy-status").textContent = "";
     delete $("heavy").dataset.state;
