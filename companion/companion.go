@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -36,6 +38,7 @@ type companion struct {
 type companionFlags struct {
 	origins                 []string
 	maxJobs, maxJobsPerConn int
+	outDir                  string // `--out-dir`: the only folder jobs may write files under
 }
 
 func newToken() (string, error) {
@@ -69,8 +72,19 @@ func newCompanion(ctx context.Context, cf companionFlags) (*companion, error) {
 		}
 		c.origins[n] = true
 	}
+	if cf.outDir != "" {
+		abs, err := filepath.Abs(cf.outDir)
+		if err != nil {
+			return nil, err
+		}
+		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+			return nil, &usageError{fmt.Sprintf("--out-dir %s: not a folder", cf.outDir)}
+		}
+		cf.outDir = abs
+	}
 	backend := cpu.New()
 	c.jobs = jobs.New(jobs.Options{
+		WriteDir:     cf.outDir,
 		Backend:      backend,
 		Load:         loadSubmit,
 		MaxJobs:      cf.maxJobsPerConn,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -295,6 +296,17 @@ func TestAllowOriginRefusesNonOrigins(t *testing.T) {
 	for _, bad := range []string{"page.example", "ftp://x", "http://x/path", "http://x?q=1"} {
 		_, stderr, code := runMain(t, "serve", "--addr", "127.0.0.1:0", "--allow-origin", bad)
 		if code != 1 || !strings.Contains(stderr, "--allow-origin") {
+			t.Errorf("%s: exit %d, %s", bad, code, stderr)
+		}
+	}
+}
+
+func TestOutDirMustBeAFolder(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(file, []byte("x"), 0o644)
+	for _, bad := range []string{filepath.Join(t.TempDir(), "missing"), file} {
+		_, stderr, code := runMain(t, "serve", "--addr", "127.0.0.1:0", "--out-dir", bad)
+		if code != 1 || !strings.Contains(stderr, "--out-dir") || !strings.Contains(stderr, "not a folder") {
 			t.Errorf("%s: exit %d, %s", bad, code, stderr)
 		}
 	}

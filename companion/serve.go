@@ -59,6 +59,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	})
 	fs.IntVar(&cf.maxJobs, "max-jobs", 8, "running companion jobs, across connections")
+	fs.StringVar(&cf.outDir, "out-dir", "", "the only `DIR` under which jobs (the page's quantize…) may write files, at relative paths; without it they send the bytes back")
 	fs.IntVar(&cf.maxJobsPerConn, "max-jobs-per-conn", 4, "running companion jobs per websocket connection")
 	if _, err := parseFlags(fs, args, 0, "no arguments"); err != nil {
 		return err

@@ -109,12 +109,12 @@ func serve(t *testing.T, args ...string) string {
 	sc := bufio.NewScanner(out)
 	deadline := time.Now().Add(60 * time.Second)
 	for sc.Scan() && time.Now().Before(deadline) {
-		if i := strings.Index(sc.Text(), " on http://"); i >= 0 {
-			go func() {
+		if line := sc.Text(); strings.Contains(line, " on http://") {
+			go func() { // sc.Text's buffer is reused by this Scan: read the line first
 				for sc.Scan() {
 				}
 			}()
-			return sc.Text()[i+4:]
+			return line[strings.Index(line, " on http://")+4:]
 		}
 	}
 	t.Fatal("serve printed no address")

@@ -467,6 +467,7 @@ function openModule(name, push) {
   $("col-start").value = 0;
   $("sample-btn").disabled = m.format === "none";
   if (m.format !== "none") sample();
+  if (typeof Heavy !== "undefined") Heavy.open(name, current.source, current.rev, m);
 }
 
 function fillTensors(t, list) {

@@ -31,8 +31,9 @@ type Env struct {
 	// Progress is told how far the operation has come; it does not block and
 	// may be called from several goroutines (one call at a time is not promised).
 	Progress kernels.Progress
-	// WriteDir, when not empty, is where an operation that writes files may
-	// put them (the companion's output folder); empty means "return bytes".
+	// WriteDir, when not empty, is the only folder under which an operation
+	// may write a file its parameters ask for (`serve --out-dir`); empty
+	// means such writes are refused and files come back as bytes.
 	WriteDir string
 }
 

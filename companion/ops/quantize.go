@@ -30,6 +30,12 @@ type QuantizeParams struct {
 	Naming string `json:"naming"` // modelopt | compressed-tensors | gptqmodel
 	Data   string `json:"data"`   // local_hessian: little-endian float32 [tokens, in] activations
 	Out    string `json:"out"`    // the file name (default MODULE.FORMAT.safetensors)
+	// Path, when set, writes the file at this relative path under the
+	// companion's output folder (Env.WriteDir, `serve --out-dir DIR`) instead
+	// of returning its bytes; refused when there is no such folder, and for
+	// any path that is absolute, climbs out with "..", or leaves the folder
+	// through a symbolic link.
+	Path string `json:"path"`
 }
 
 // normalize fills the contract's defaults and refuses combinations the
@@ -198,11 +204,11 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 		name = module + "." + p.Format + ".safetensors"
 	}
 	file := File{Name: filepath.Base(name)}
-	if env.WriteDir != "" {
-		file.Path = filepath.Join(env.WriteDir, file.Name)
-		if err := os.WriteFile(file.Path, data, 0o644); err != nil {
+	if p.Path != "" {
+		if file.Path, err = writeUnder(env.WriteDir, p.Path, data); err != nil {
 			return nil, err
 		}
+		file.Name = filepath.Base(file.Path)
 	} else {
 		file.Data = data
 	}
@@ -217,6 +223,27 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 		},
 		Files: []File{file},
 	}, nil
+}
+
+// writeUnder writes data at the relative path rel inside dir, confined to
+// dir by os.Root (no absolute paths, no "..", no symbolic link out of it),
+// and returns the path written.
+func writeUnder(dir, rel string, data []byte) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("quantize: rule quantize-path: this companion writes no files (start it with `quantscope serve --out-dir DIR` to allow paths under DIR); %q was not written", rel)
+	}
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("quantize: rule quantize-path: %q is not a relative path inside the companion's output folder %s", rel, dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("quantize: the output folder: %w", err)
+	}
+	defer root.Close()
+	if err := root.WriteFile(rel, data, 0o644); err != nil {
+		return "", fmt.Errorf("quantize: rule quantize-path: writing %q under %s: %w", rel, dir, err)
+	}
+	return filepath.Join(dir, rel), nil
 }
 
 func f32Bytes(v []float32) []byte {

@@ -102,7 +102,7 @@ func TestQuantizeRoundTrip(t *testing.T) {
 		t.Run(tc.params, func(t *testing.T) {
 			dir := t.TempDir()
 			op, _ := Lookup("quantize")
-			res, err := op(context.Background(), Env{Checkpoint: src, Backend: &cpu.Backend{Workers: 2}, WriteDir: dir}, testModule, json.RawMessage(tc.params))
+			res, err := op(context.Background(), Env{Checkpoint: src, Backend: &cpu.Backend{Workers: 2}, WriteDir: dir}, testModule, json.RawMessage(tc.params[:len(tc.params)-1]+`,"path":"q.safetensors"}`))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,5 +246,50 @@ func TestReportOp(t *testing.T) {
 				t.Fatalf("%s: %s missing or not a number in %s", name, k, b)
 			}
 		}
+	}
+}
+
+// A file is written only at a relative path under the companion's output
+// folder; otherwise its bytes come back.
+func TestQuantizePath(t *testing.T) {
+	srcPath, _, _ := denseSource(t, 8, 48)
+	src := load(t, srcPath)
+	op, _ := Lookup("quantize")
+	dir, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	run := func(wdir, path string) (*Result, error) {
+		params, _ := json.Marshal(map[string]string{"format": "fp8_e4m3", "path": path})
+		if path == "" {
+			params = []byte(`{"format":"fp8_e4m3"}`)
+		}
+		return op(context.Background(), Env{Checkpoint: src, Backend: cpu.New(), WriteDir: wdir}, testModule, params)
+	}
+	for _, tc := range []struct{ dir, path, want string }{
+		{"", "q.safetensors", "--out-dir"},
+		{dir, "../q.safetensors", "not a relative path inside"},
+		{dir, filepath.Join(outside, "q.safetensors"), "not a relative path inside"},
+		{dir, "link/q.safetensors", "quantize-path"},
+		{dir, "missing/q.safetensors", "quantize-path"},
+	} {
+		if _, err := run(tc.dir, tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("dir %q path %q: err %v, want %q", tc.dir, tc.path, err, tc.want)
+		}
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("written outside the output folder: %v", ents)
+	}
+	res, err := run(dir, "q.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := os.ReadFile(filepath.Join(dir, "q.safetensors"))
+	if err != nil || res.Files[0].Path != filepath.Join(dir, "q.safetensors") || res.Files[0].Data != nil {
+		t.Fatalf("written %+v: %v", res.Files[0], err)
+	}
+	res, err = run(dir, "")
+	if err != nil || res.Files[0].Path != "" || string(res.Files[0].Data) != string(on) {
+		t.Fatalf("without a path the bytes come back, the same as written: %v", err)
 	}
 }

@@ -67,7 +67,8 @@ func reportOp(ctx context.Context, env Env, module string, raw json.RawMessage) 
 			e.SQNRdB = &s
 		}
 		out.Recipes = append(out.Recipes, e)
-		res.Arrays = append(res.Arrays, Array{Name: "blocks_changed." + r.Recipe, Shape: []int{w.Rows, w.Cols / 16}, U8: r.Changed})
+		m, mr, mc := BlockMap(r.Changed, w.Rows, w.Cols/16)
+		res.Arrays = append(res.Arrays, Array{Name: "blocks_changed." + r.Recipe, Shape: []int{mr, mc}, U8: m})
 	}
 	res.JSON = out
 	return res, nil
