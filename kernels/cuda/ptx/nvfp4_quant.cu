@@ -4,15 +4,6 @@
 // product is fused into a sum, so codes and scales match the CPU bit for bit.
 #include "fp8.cuh"
 
-// absmax: out = max |w| as float bits (non-negative floats order as their bits).
-extern "C" __global__ void absmax(const float *w, long long n, unsigned int *out) {
-    float m = 0.f;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        m = fmaxf(m, fabsf(w[i]));
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
-}
-
 // e2m1_index rounds a ≥ 0 to the nearest E2M1 magnitude, ties to even.
 __device__ __forceinline__ unsigned int e2m1_index(float a) {
     return (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.f);
