@@ -185,6 +185,10 @@ func (b *Backend) W4AFP8Linear(ctx context.Context, a *kernels.FP8Tokens, w *ker
 		len(w.Scales) != w.In/kernels.W4AGroup*w.Out || (w.Bias != nil && len(w.Bias) != w.Out) {
 		return cpuRun() // empty input, or the CPU's error
 	}
+	if int64(a.Cols) > wire.W4AMaxK || a.Rows > wire.W4AMaxT || wire.W4ABytes(int64(a.Rows), int64(a.Cols), int64(w.Out)) > wire.MaxStep {
+		b.logf("cuda: w4a_fp8 runs on the CPU: [%d, %d]×[%d, %d] exceeds the worker's limits (K ≤ %d, T ≤ %d, %d MiB)", a.Rows, a.Cols, w.Out, w.In, wire.W4AMaxK, wire.W4AMaxT, wire.MaxStep>>20)
+		return cpuRun()
+	}
 	q := make([]byte, len(w.Codes)/2)
 	for i := range q {
 		lo, hi := w.Codes[2*i], w.Codes[2*i+1]

@@ -5,13 +5,14 @@
 
 // dequant_fp8: out[r,c] = v(code)·scale or v(code)/scale (inverse), the
 // scale at [r/R, c/C] of a grid with scols columns. Tensor scales are
-// R = rows, C = cols; row scales R = 1, C = cols.
+// R = rows, C = cols; row scales R = 1, C = cols. The rows given are rows
+// row0.. of the weight; scales is the whole grid.
 extern "C" __global__ void dequant_fp8(float *out, const unsigned char *codes, const float *scales,
-                                       long long rows, long long cols, long long R, long long C,
+                                       long long row0, long long rows, long long cols, long long R, long long C,
                                        long long scols, long long inverse, long long e5m2) {
     long long n = rows * cols;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        long long r = i / cols, c = i % cols;
+        long long r = row0 + i / cols, c = i % cols;
         float v = e5m2 ? e5m2_value(codes[i]) : e4m3_value(codes[i]);
         float s = scales[(r / R) * scols + c / C];
         out[i] = inverse ? __fdiv_rn(v, s) : __fmul_rn(v, s);

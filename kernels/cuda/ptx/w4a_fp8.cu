@@ -18,14 +18,16 @@ __device__ __forceinline__ int e4m3_units(unsigned int c) {
 
 // w4a_fp8: y[t,n] for t < T, n < N; a [T,K] codes, as [T] token scales,
 // wq [N,K/2] uncentred INT4 codes q (c = q − 8), element 2j in the low
-// nibble of byte j; ws [N,K/128] group scales. One thread an output; the
-// threads of a block share the token's codes through shared memory.
+// nibble of byte j; ws [N,K/128] group scales. One thread an output; a
+// block's threads share the token's K codes (K ≤ 49152) in shared memory.
 extern "C" __global__ void w4a_fp8(float *y, const unsigned char *a, const float *as, const unsigned char *wq,
                                    const float *ws, long long T, long long K, long long N) {
-    extern __shared__ int units[]; // K values of token t
+    extern __shared__ unsigned char codes[]; // K codes of token t
+    __shared__ int units[256];
     long long t = blockIdx.y;
     long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    for (long long i = threadIdx.x; i < K; i += blockDim.x) units[i] = e4m3_units(a[t * K + i]);
+    for (int c = threadIdx.x; c < 256; c += blockDim.x) units[c] = e4m3_units(c);
+    for (long long i = threadIdx.x; i < K; i += blockDim.x) codes[i] = a[t * K + i];
     __syncthreads();
     if (n >= N) return;
     const unsigned char *row = wq + n * (K / 2);
@@ -35,7 +37,7 @@ extern "C" __global__ void w4a_fp8(float *y, const unsigned char *a, const float
         int s = 0;
         for (int j = 0; j < 64; j++) {
             unsigned int b = row[g * 64 + j];
-            s += units[g * 128 + 2 * j] * ((int)(b & 15) - 8) + units[g * 128 + 2 * j + 1] * ((int)(b >> 4) - 8);
+            s += units[codes[g * 128 + 2 * j]] * ((int)(b & 15) - 8) + units[codes[g * 128 + 2 * j + 1]] * ((int)(b >> 4) - 8);
         }
         acc = __fadd_rn(acc, __fmul_rn(__fmul_rn(__int2float_rn(s), 0x1p-9f), ws[n * groups + g]));
     }

@@ -7,6 +7,15 @@ import (
 	"math"
 )
 
+// Limits of one request on the worker: its staging buffers (each step of
+// a request, and the whole of a W4A GEMM, must fit) and the W4A kernel's
+// shared memory (a token's K codes) and grid (a block row per token).
+const (
+	MaxStep = 288 << 20
+	W4AMaxK = 49152
+	W4AMaxT = 65535
+)
+
 // Handler computes one request whose parts Check accepted.
 type Handler func(req Request, parts [][]byte) (Response, [][]byte, error)
 
@@ -123,10 +132,16 @@ func Check(req Request, parts [][]byte) error {
 		if err := dims(req.T, req.K, req.N); err != nil {
 			return err
 		}
-		if req.K%128 != 0 || req.K > 1<<20 || req.T*req.K > lim || req.N*req.K > lim {
-			return fmt.Errorf("%s: input width %d is not a multiple of 128 up to 2^20", req.Op, req.K)
+		if req.K%128 != 0 || req.K > W4AMaxK || req.T > W4AMaxT {
+			return fmt.Errorf("%s: input width %d is not a multiple of 128 up to %d, or %d tokens exceed %d", req.Op, req.K, W4AMaxK, req.T, W4AMaxT)
+		}
+		if W4ABytes(req.T, req.K, req.N) > MaxStep {
+			return fmt.Errorf("%s: [%d, %d]×[%d, %d] needs %d MiB, over the worker's %d MiB staging", req.Op, req.T, req.K, req.N, req.K, W4ABytes(req.T, req.K, req.N)>>20, MaxStep>>20)
 		}
 		return want(req.T*req.K, 4*req.T, req.N*req.K/2, 4*req.N*(req.K/128))
 	}
 	return fmt.Errorf("unknown operation %q", req.Op)
 }
+
+// W4ABytes is what a W4A-FP8 request and its answer occupy in staging.
+func W4ABytes(T, K, N int64) int64 { return T*K + 4*T + N*K/2 + 4*N*(K/128) + 4*T*N }
