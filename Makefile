@@ -78,13 +78,15 @@ wasm:
 # headers, which kernels/cuda/ptx's test checks. make cuda builds the worker
 # beside bin/quantscope (needs cuda.h and libcuda.so; no nvcc).
 NVCC    ?= nvcc
+# nvcc 11.8 wants gcc ≤ 11 (Debian's toolkit pulls in g++-11)
+NVCCBIN ?= $(shell command -v g++-11 || echo g++)
 PTXDIR  := kernels/cuda/ptx
 .PHONY: ptx cuda
 ptx:
 	@for cu in $(PTXDIR)/*.cu; do \
 		p=$${cu%.cu}.ptx; \
 		sum=$$(cat $$cu $(PTXDIR)/*.cuh | sha256sum | cut -d' ' -f1); \
-		$(NVCC) -ptx -arch=compute_80 -I$(PTXDIR) -o $$p.tmp $$cu || exit 1; \
+		$(NVCC) -ccbin $(NVCCBIN) -ptx -arch=compute_80 -I$(PTXDIR) -o $$p.tmp $$cu || exit 1; \
 		{ echo "// quantscope-source-sha256: $$sum"; cat $$p.tmp; } > $$p; rm -f $$p.tmp; \
 		echo "$$p"; \
 	done

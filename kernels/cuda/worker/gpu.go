@@ -79,7 +79,7 @@ func (g *gpu) close() {
 		}
 		g.streams[i].Destroy()
 	}
-	cu.DestroyContext(&g.ctx)
+	g.ctx.Destroy()
 }
 
 // step is one piece of a request: inputs copied to the device, a launch,
