@@ -26,15 +26,17 @@ __device__ __forceinline__ unsigned int max_code(float bamax, float six2) {
     return e4m3_scale(fminf(fmaxf(s, 0x1p-9f), 448.f));
 }
 
-// encode writes the 8 packed bytes of 16 values with divisor d (ModelOpt's
-// sign rule: x < 0 sets the sign bit, so -0 gives code 0).
+// encode writes the 8 packed bytes of 16 values with divisor d: ModelOpt's
+// _cast_fp4, whose sign is the quotient's (q < 0), so -0 and a negative
+// quotient that underflows to -0 give code 0.
+__device__ __forceinline__ unsigned int e2m1_code(float x, float d) {
+    float q = __fdiv_rn(x, d);
+    return e2m1_index(fabsf(q)) | (q < 0.f ? 8u : 0u);
+}
+
 __device__ __forceinline__ void encode(unsigned char *dst, const float *x, float d) {
-    for (int j = 0; j < 8; j++) {
-        float a = x[2 * j], b = x[2 * j + 1];
-        unsigned int lo = e2m1_index(fabsf(__fdiv_rn(a, d))) | (a < 0.f ? 8u : 0u);
-        unsigned int hi = e2m1_index(fabsf(__fdiv_rn(b, d))) | (b < 0.f ? 8u : 0u);
-        dst[j] = (unsigned char)(lo | (hi << 4));
-    }
+    for (int j = 0; j < 8; j++)
+        dst[j] = (unsigned char)(e2m1_code(x[2 * j], d) | (e2m1_code(x[2 * j + 1], d) << 4));
 }
 
 // nvfp4_max: one thread a 16-value block; nblocks = rows·cols/16.
@@ -49,29 +51,35 @@ extern "C" __global__ void nvfp4_max(const float *w, unsigned char *packed, unsi
     }
 }
 
+// block_sse is Σ (|x| − f32(e2m1(|x/d|)·d))² summed in element order.
+__device__ __forceinline__ float block_sse(const float *x, const float *a, float d) {
+    float e = 0.f;
+    for (int j = 0; j < 16; j++) {
+        float v = __fmul_rn(e2m1_mag[e2m1_index(fabsf(__fdiv_rn(x[j], d)))], d);
+        float diff = __fsub_rn(a[j], v);
+        e = __fadd_rn(e, __fmul_rn(diff, diff));
+    }
+    return e;
+}
+
 // nvfp4_mse: ModelOpt's 126-code sweep. One thread a 16-value block, its
 // values in registers, the 128 divisors in shared memory (one thread block
-// a tile of blockDim.x blocks). Each candidate's error is
-// Σ (|x| − f32(e2m1(|x/d|)·d))² summed in element order; the lowest code at
-// the least error wins (strict <), as kernels/cpu's sweep.
+// a tile of blockDim.x blocks). As kernels/cpu's sweep: the max recipe's
+// code and error first, then codes 1..126 in order, a code winning with a
+// smaller error or an equal one and a lower code.
 extern "C" __global__ void nvfp4_mse(const float *w, unsigned char *packed, unsigned char *scales,
-                                     long long nblocks, float scale2) {
+                                     long long nblocks, float scale2, float six2) {
     __shared__ float div[128];
     for (int c = threadIdx.x; c < 128; c += blockDim.x) div[c] = __fmul_rn(e4m3_value(c), scale2);
     __syncthreads();
     for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < nblocks; k += (long long)gridDim.x * blockDim.x) {
-        float a[16], x[16];
-        for (int j = 0; j < 16; j++) { x[j] = w[16 * k + j]; a[j] = fabsf(x[j]); }
-        unsigned int best = 1;
-        float bestErr = __int_as_float(0x7f800000);
+        float a[16], x[16], bamax = 0.f;
+        for (int j = 0; j < 16; j++) { x[j] = w[16 * k + j]; a[j] = fabsf(x[j]); bamax = fmaxf(bamax, a[j]); }
+        unsigned int best = max_code(bamax, six2);
+        float bestErr = block_sse(x, a, div[best]);
         for (unsigned int c = 1; c <= 0x7E; c++) {
-            float d = div[c], e = 0.f;
-            for (int j = 0; j < 16; j++) {
-                float v = __fmul_rn(e2m1_mag[e2m1_index(fabsf(__fdiv_rn(x[j], d)))], d);
-                float diff = __fsub_rn(a[j], v);
-                e = __fadd_rn(e, __fmul_rn(diff, diff));
-            }
-            if (e < bestErr) { best = c; bestErr = e; }
+            float e = block_sse(x, a, div[c]);
+            if (e < bestErr || (e == bestErr && c < best)) { best = c; bestErr = e; }
         }
         scales[k] = (unsigned char)best;
         encode(packed + 8 * k, x, div[best]);

@@ -19,7 +19,7 @@ __device__ __forceinline__ int e4m3_units(unsigned int c) {
 // w4a_fp8: y[t,n] for t < T, n < N; a [T,K] codes, as [T] token scales,
 // wq [N,K/2] uncentred INT4 codes q (c = q − 8), element 2j in the low
 // nibble of byte j; ws [N,K/128] group scales. One thread an output; a
-// block's threads share the token's K codes (K ≤ 49152) in shared memory.
+// block's threads share the token's K codes (K ≤ 32768) in shared memory.
 extern "C" __global__ void w4a_fp8(float *y, const unsigned char *a, const float *as, const unsigned char *wq,
                                    const float *ws, long long T, long long K, long long N) {
     extern __shared__ unsigned char codes[]; // K codes of token t

@@ -9,10 +9,11 @@ import (
 
 // Limits of one request on the worker: its staging buffers (each step of
 // a request, and the whole of a W4A GEMM, must fit) and the W4A kernel's
-// shared memory (a token's K codes) and grid (a block row per token).
+// shared memory (a token's K codes, under the 48 KiB a kernel gets without
+// opting in) and grid (a block row per token).
 const (
 	MaxStep = 288 << 20
-	W4AMaxK = 49152
+	W4AMaxK = 32768
 	W4AMaxT = 65535
 )
 

@@ -283,7 +283,7 @@ func (g *gpu) handle(req wire.Request, parts [][]byte) (wire.Response, [][]byte,
 				outs: [][]byte{packed[8*lo : 8*hi], scales[lo:hi]},
 				launch: func(in, o []cu.DevicePtr, s cu.Stream) error {
 					if req.Recipe == "mse" {
-						return g.launch("nvfp4_mse", s, gridFor(m), 1, 256, 0, dp(in[0]), dp(o[0]), dp(o[1]), uint64(m), f32(req.Global))
+						return g.launch("nvfp4_mse", s, gridFor(m), 1, 256, 0, dp(in[0]), dp(o[0]), dp(o[1]), uint64(m), f32(req.Global), f32(6*req.Global))
 					}
 					return g.launch("nvfp4_max", s, gridFor(m), 1, 256, 0, dp(in[0]), dp(o[0]), dp(o[1]), uint64(m), f32(req.Global), f32(6*req.Global))
 				},
