@@ -2,7 +2,7 @@
 # The CUDA backend's check on a machine with an NVIDIA GPU: parity of every
 # GPU kernel with the CPU backend, then the benchmarks, then torch's
 # reference figures on the same device. Results go under $OUT (default
-# out/gpu-check): parity.txt, bench.txt, torch.json, summary.json.
+# out/gpu-check): parity.txt, bench.txt, summary.json (with torch's figures).
 #
 # It uses bin/quantscope-cuda-worker and bin/cuda.test when present (built
 # elsewhere: `make cuda` and `go test -c -o bin/cuda.test ./kernels/cuda`,
