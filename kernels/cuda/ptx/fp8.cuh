@@ -2,6 +2,12 @@
 // values of formats/numeric's tables (E4M3FN, E5M2, E2M1, E8M0).
 #pragma once
 
+// A kernel's dynamic shared memory (a macro so that testdata/host.cpp can
+// run the kernels' arithmetic on the CPU).
+#ifndef DYNAMIC_SHARED
+#define DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 __device__ __forceinline__ float e4m3_value(unsigned int c) {
     unsigned int s = (c >> 7) & 1, e = (c >> 3) & 15, m = c & 7;
     float v;

@@ -22,7 +22,7 @@ __device__ __forceinline__ int e4m3_units(unsigned int c) {
 // block's threads share the token's K codes (K ≤ 32768) in shared memory.
 extern "C" __global__ void w4a_fp8(float *y, const unsigned char *a, const float *as, const unsigned char *wq,
                                    const float *ws, long long T, long long K, long long N) {
-    extern __shared__ unsigned char codes[]; // K codes of token t
+    DYNAMIC_SHARED(unsigned char, codes); // K codes of token t
     __shared__ int units[256];
     long long t = blockIdx.y;
     long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
