@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"time"
 	"unsafe"
 
@@ -93,14 +94,15 @@ type step struct {
 // kernel runs, the other copies (pinned staging, async copies).
 func (g *gpu) pipeline(steps []step) error {
 	type slot struct {
-		in, out []cu.DevicePtr
+		in      []cu.DevicePtr // device buffers: a step's inputs, then its outputs
 		size    []int64
 		pending *step // waiting for its outputs
 	}
 	var slots [2]slot
 	defer func() {
-		for _, s := range slots {
-			for _, p := range append(s.in, s.out...) {
+		for k, s := range slots {
+			g.streams[k].Synchronize() // nothing may still use the buffers
+			for _, p := range s.in {
 				cu.MemFree(p)
 			}
 		}
@@ -306,7 +308,10 @@ func (g *gpu) handle(req wire.Request, parts [][]byte) (wire.Response, [][]byte,
 		return wire.Response{}, nil, fmt.Errorf("unknown operation %q", req.Op)
 	}
 	if err := g.pipeline(steps); err != nil {
-		return wire.Response{}, nil, err
+		// A CUDA error can leave the context unusable: exit, so that the
+		// client finishes this job on the CPU and starts a new worker.
+		fmt.Fprintf(os.Stderr, "quantscope-cuda-worker: %s: %v\n", req.Op, err)
+		os.Exit(3)
 	}
 	return wire.Response{Millis: float64(time.Since(t0).Microseconds()) / 1000}, out, nil
 }
