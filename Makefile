@@ -73,3 +73,25 @@ wasm:
 	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags="-s -w" -o bin/quantscope.wasm ./wasm
 	cp "$$($(GO) env GOROOT)/lib/wasm/wasm_exec.js" bin/wasm_exec.js
 	@printf 'quantscope.wasm: %s bytes, %s gzipped\n' "$$(wc -c < bin/quantscope.wasm)" "$$(gzip -9 -c bin/quantscope.wasm | wc -c)"
+
+# CUDA (README "CUDA backend"). make ptx regenerates the committed PTX of
+# kernels/cuda/ptx/*.cu with nvcc (Debian non-free nvidia-cuda-toolkit 11.8);
+# the first line of each .ptx records the sha256 of its .cu and the .cuh
+# headers, which kernels/cuda/ptx's test checks. make cuda builds the worker
+# beside bin/quantscope (needs cuda.h and libcuda.so; no nvcc).
+NVCC    ?= nvcc
+# nvcc 11.8 wants gcc ≤ 11 (Debian's toolkit pulls in g++-11)
+NVCCBIN ?= $(shell command -v g++-11 || echo g++)
+PTXDIR  := kernels/cuda/ptx
+.PHONY: ptx cuda
+ptx:
+	@for cu in $(PTXDIR)/*.cu; do \
+		p=$${cu%.cu}.ptx; \
+		sum=$$(cat $$cu $(PTXDIR)/*.cuh | sha256sum | cut -d' ' -f1); \
+		$(NVCC) -ccbin $(NVCCBIN) -ptx -arch=compute_80 -I$(PTXDIR) -o $$p.tmp $$cu || exit 1; \
+		{ echo "// quantscope-source-sha256: $$sum"; cat $$p.tmp; } > $$p; rm -f $$p.tmp; \
+		echo "$$p"; \
+	done
+
+cuda:
+	$(GO) build -tags cuda -o bin/quantscope-cuda-worker ./kernels/cuda/worker

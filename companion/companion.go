@@ -21,7 +21,6 @@ import (
 	"github.com/quantscope/quantscope/companion/jobs"
 	"github.com/quantscope/quantscope/companion/proto"
 	"github.com/quantscope/quantscope/formats/checkpoint"
-	"github.com/quantscope/quantscope/kernels/cpu"
 )
 
 // companion is the websocket side of `quantscope serve`: /ws?token=T, behind
@@ -82,7 +81,7 @@ func newCompanion(ctx context.Context, cf companionFlags) (*companion, error) {
 		}
 		cf.outDir = abs
 	}
-	backend := cpu.New()
+	backend, gpus := chooseBackend(ctx)
 	c.jobs = jobs.New(jobs.Options{
 		WriteDir:     cf.outDir,
 		Backend:      backend,
@@ -90,7 +89,7 @@ func newCompanion(ctx context.Context, cf companionFlags) (*companion, error) {
 		MaxJobs:      cf.maxJobsPerConn,
 		MaxJobsTotal: cf.maxJobs,
 		Hello: proto.Hello{Program: programVersion(), Backends: []string{backend.Name()}, CPUCores: runtime.NumCPU(),
-			GPUs: []proto.GPU{}},
+			GPUs: gpus},
 	})
 	c.up = websocket.Upgrader{
 		CheckOrigin: func(*http.Request) bool { return true }, // checked before the upgrade, with our own rules

@@ -1,0 +1,96 @@
+package cuda
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/quantscope/quantscope/kernels/cuda/wire"
+)
+
+// The GPU benchmarks time one request on the worker (Response.Millis: from
+// its receipt to its answer, so staging and PCIe copies both ways are
+// included, the pipe is not), reported as worker-ms/op and as GB/s of the
+// bytes produced (dequantize) or consumed (quantize). gpu-check.sh sets
+// these against the device's copy bandwidth measured by torch.
+
+func benchCall(b *testing.B, req wire.Request, bytes int64, parts ...[]byte) {
+	be := gpuBackend(b)
+	var ms float64
+	b.SetBytes(bytes)
+	b.ResetTimer()
+	for range b.N {
+		r, _, err := be.w.Call(context.Background(), req, parts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms += r.Millis
+	}
+	b.ReportMetric(ms/float64(b.N), "worker-ms/op")
+	b.ReportMetric(float64(bytes)/(ms/float64(b.N))/1e6, "worker-GB/s")
+}
+
+func randBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// BenchmarkGPUDequantNVFP4 decodes an 8192×4096 NVFP4 weight to float32.
+func BenchmarkGPUDequantNVFP4(b *testing.B) {
+	gpuBackend(b) // skips before the inputs are made
+	n := 8192 * 4096
+	sc := randBytes(n/16, 2)
+	for i := range sc {
+		sc[i] &= 0x7F
+	}
+	benchCall(b, wire.Request{Op: wire.OpDequantNVFP4, Global: 0.01}, int64(4*n), randBytes(n/2, 1), sc)
+}
+
+// BenchmarkGPUQuantNVFP4 quantizes an 8192×4096 weight with the max recipe
+// and with the mse sweep (ModelOpt reports 4.23 ms for the sweep on a B300).
+func BenchmarkGPUQuantNVFP4(b *testing.B) {
+	gpuBackend(b)
+	w := wideWeight(8192, 4096, 3)
+	for _, recipe := range []string{"max", "mse"} {
+		b.Run(recipe, func(b *testing.B) {
+			benchCall(b, wire.Request{Op: wire.OpQuantNVFP4, Rows: 8192, Cols: 4096, Recipe: recipe, Global: 0x1p-10}, int64(4*len(w.Data)), f32Bytes(w.Data))
+		})
+	}
+}
+
+// BenchmarkGPUW4AFP8 is the W4A-FP8 GEMM of 2048 tokens through a
+// 4096→4096 linear; worker-TFLOP/s counts 2·T·K·N.
+func BenchmarkGPUW4AFP8(b *testing.B) {
+	be := gpuBackend(b)
+	T, K, N := 2048, 4096, 4096
+	as := make([]float32, T)
+	ws := make([]float32, N*K/128)
+	for i := range as {
+		as[i] = 0.01
+	}
+	for i := range ws {
+		ws[i] = 0.001
+	}
+	codes := randBytes(T*K, 4)
+	for i := range codes {
+		codes[i] &^= 0x78 // no NaN codes
+	}
+	req := wire.Request{Op: wire.OpW4AFP8, T: int64(T), K: int64(K), N: int64(N)}
+	wq := randBytes(N*K/2, 5)
+	b.ResetTimer()
+	var ms float64
+	for range b.N {
+		r, _, err := be.w.Call(context.Background(), req, codes, f32Bytes(as), wq, f32Bytes(ws))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms += r.Millis
+	}
+	ms /= float64(b.N)
+	b.ReportMetric(ms, "worker-ms/op")
+	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
+}
