@@ -208,7 +208,7 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 		m := byName[mod]
 		if m == nil {
 			if len(slab) == 0 {
-				slab = make([]Module, min(max(len(tensors)/4, 1), 1024))
+				slab = make([]Module, min(len(tensors), 64))
 			}
 			m = &slab[0]
 			slab = slab[1:]
