@@ -83,7 +83,8 @@ type Checkpoint struct {
 	Modules  []*scheme.Module
 	Findings []scheme.Finding
 
-	tensors     []scheme.TensorInfo
+	tensors     []scheme.TensorInfo // may share its array with the shards' infos
+	allInfos    []scheme.TensorInfo // while loading: every shard's infos, in shard order
 	locs        []tensorLoc  // locs[i] is where tensors[i] is stored
 	listed      []indexState // with an index: what it says of tensors[i]
 	shardByPath map[string]*Shard
