@@ -85,8 +85,8 @@ type Checkpoint struct {
 
 	tensors     []scheme.TensorInfo // may share its array with the shards' infos
 	allInfos    []scheme.TensorInfo // while loading: every shard's infos, in shard order
-	locs        []tensorLoc  // locs[i] is where tensors[i] is stored
-	listed      []indexState // with an index: what it says of tensors[i]
+	locs        []tensorLoc         // locs[i] is where tensors[i] is stored
+	listed      []indexState        // with an index: what it says of tensors[i]
 	shardByPath map[string]*Shard
 	indexShards map[string]bool // the shards the index names
 
