@@ -43,11 +43,10 @@ func cmdInspect(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	inv := c.Inventory()
 	if *asJSON {
-		return inv.WriteJSON(stdout)
+		return c.InventoryStreamed().WriteJSON(stdout)
 	}
-	return printInventory(stdout, inv)
+	return printInventory(stdout, c.InventoryWithoutTensors())
 }
 
 func printInventory(w io.Writer, inv *checkpoint.Inventory) error {

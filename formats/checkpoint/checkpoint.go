@@ -83,9 +83,10 @@ type Checkpoint struct {
 	Modules  []*scheme.Module
 	Findings []scheme.Finding
 
-	tensors     []scheme.TensorInfo
-	locs        []tensorLoc  // locs[i] is where tensors[i] is stored
-	listed      []indexState // with an index: what it says of tensors[i]
+	tensors     []scheme.TensorInfo // may share its array with the shards' infos
+	allInfos    []scheme.TensorInfo // while loading: every shard's infos, in shard order
+	locs        []tensorLoc         // locs[i] is where tensors[i] is stored
+	listed      []indexState        // with an index: what it says of tensors[i]
 	shardByPath map[string]*Shard
 	indexShards map[string]bool // the shards the index names
 

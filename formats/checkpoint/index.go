@@ -170,7 +170,8 @@ func (p *indexParser) parse() (*Index, error) {
 			if idx.WeightMap != nil {
 				return fmt.Errorf("weight_map appears twice")
 			}
-			idx.WeightMap = make(map[string]string, strings.Count(p.s, `",`)/2+1)
+			// Each entry but the last ends in `",` (a name never does: `":`).
+			idx.WeightMap = make(map[string]string, strings.Count(p.s, `",`)+1)
 			return p.object(func(name string) error {
 				if p.peek() != '"' {
 					return fmt.Errorf("weight_map[%q] is not a string", name)

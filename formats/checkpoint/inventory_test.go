@@ -242,3 +242,26 @@ func TestWriteJSONMatchesMarshal(t *testing.T) {
 		}
 	}
 }
+
+// InventoryStreamed writes tensors[] from the checkpoint: the document is
+// json.Marshal's of the full Inventory, byte for byte, for every generated repo.
+func TestInventoryStreamedMatchesMarshal(t *testing.T) {
+	for _, r := range synth.All() {
+		c := load(t, r)
+		want, err := json.Marshal(c.Inventory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv := c.InventoryStreamed()
+		if inv.Tensors != nil {
+			t.Fatalf("%s: InventoryStreamed built tensors[]", r.ID)
+		}
+		var got bytes.Buffer
+		if err := inv.WriteJSON(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != string(want)+"\n" {
+			t.Fatalf("%s: streamed WriteJSON differs from json.Marshal:\n%.300s\n%.300s", r.ID, got.String(), want)
+		}
+	}
+}

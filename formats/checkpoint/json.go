@@ -49,7 +49,19 @@ func (inv *Inventory) WriteJSON(w io.Writer) error {
 		bw.Write(buf)
 	}
 	bw.WriteString(`],"tensors":`)
-	if inv.Tensors == nil {
+	if inv.Tensors == nil && inv.streamFrom != nil {
+		bw.WriteByte('[')
+		first := true
+		inv.streamFrom.eachTensor(func(t *TensorEntry) {
+			if !first {
+				bw.WriteByte(',')
+			}
+			first = false
+			buf = appendTensor(buf[:0], t)
+			bw.Write(buf)
+		})
+		bw.WriteByte(']')
+	} else if inv.Tensors == nil {
 		bw.WriteString("null") // as encoding/json writes a nil slice
 	} else {
 		bw.WriteByte('[')

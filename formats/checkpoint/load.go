@@ -174,6 +174,24 @@ func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard m
 		}
 		opt.Progress(p)
 	}
+	// With an index, each shard's tensor infos go to their place in one
+	// slice of all of them, which becomes c.tensors without a copy when
+	// every header holds what the index says (assemble checks).
+	var all []scheme.TensorInfo
+	slot := make([][]scheme.TensorInfo, len(paths))
+	if n := 0; len(perShard) > 0 {
+		for _, p := range paths {
+			n += perShard[p].tensors
+		}
+		all = make([]scheme.TensorInfo, n)
+		n = 0
+		for i, p := range paths {
+			k := perShard[p].tensors
+			slot[i] = all[n : n+k : n+k]
+			n += k
+		}
+	}
+	c.allInfos = all
 	for i, p := range paths {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -182,7 +200,7 @@ func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard m
 			defer func() { <-sem }()
 			sh, err := readShard(ctx, c.Source, p, headerGuess(perShard[p]))
 			if err == nil {
-				c.digest(sh, opt)
+				c.digest(sh, slot[i], opt)
 			}
 			c.Shards[i], errs[i] = sh, err
 			report()
@@ -207,9 +225,14 @@ func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard m
 	return errors.Join(errs...)
 }
 
-// digest groups and checks one shard's tensors on their own.
-func (c *Checkpoint) digest(sh *Shard, opt Options) {
-	sh.infos = make([]scheme.TensorInfo, len(sh.Header.Tensors))
+// digest groups and checks one shard's tensors on their own, their infos
+// in slot when it has their number.
+func (c *Checkpoint) digest(sh *Shard, slot []scheme.TensorInfo, opt Options) {
+	if len(slot) == len(sh.Header.Tensors) {
+		sh.infos = slot
+	} else {
+		sh.infos = make([]scheme.TensorInfo, len(sh.Header.Tensors))
+	}
 	for i := range sh.Header.Tensors {
 		t := &sh.Header.Tensors[i]
 		sh.infos[i] = scheme.TensorInfo{Name: t.Name, DType: t.DType, Shape: t.Shape, NBytes: t.NBytes()}
@@ -288,7 +311,22 @@ func (c *Checkpoint) assemble(opt Options) {
 		n += len(sh.infos)
 	}
 	dropped := c.findDuplicates()
-	c.tensors = make([]scheme.TensorInfo, 0, n)
+	// The shards' infos already lie in shard order in one slice: use it.
+	shared := len(dropped) == 0 && c.allInfos != nil
+	at := 0
+	for _, sh := range c.Shards {
+		if len(sh.infos) > 0 && (at >= len(c.allInfos) || &sh.infos[0] != &c.allInfos[at]) {
+			shared = false
+			break
+		}
+		at += len(sh.infos)
+	}
+	if shared {
+		c.tensors = c.allInfos[:at:at] // sh.infos are views into it
+	} else {
+		c.tensors = make([]scheme.TensorInfo, 0, n)
+	}
+	c.allInfos = nil
 	c.locs = make([]tensorLoc, 0, n)
 	if c.Index != nil {
 		c.listed = make([]indexState, 0, n)
@@ -298,7 +336,9 @@ func (c *Checkpoint) assemble(opt Options) {
 			if dropped[sh.infos[i].Name] == sh {
 				continue
 			}
-			c.tensors = append(c.tensors, sh.infos[i])
+			if !shared {
+				c.tensors = append(c.tensors, sh.infos[i])
+			}
 			c.locs = append(c.locs, tensorLoc{shard: sh, t: &sh.Header.Tensors[i]})
 			if c.Index != nil {
 				c.listed = append(c.listed, sh.listed[i])

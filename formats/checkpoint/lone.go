@@ -23,6 +23,6 @@ func (c *Checkpoint) adoptFileMetadata(opt Options) error {
 		return nil
 	}
 	c.Scheme = s
-	c.digest(sh, opt)
+	c.digest(sh, nil, opt)
 	return nil
 }

@@ -124,7 +124,7 @@ func (d *dq) fail(t *TensorInfo, rule, msg string) error {
 }
 
 func (d *dq) need(role string) (*TensorInfo, error) {
-	t, ok := d.m.infos[role]
+	t, ok := d.m.infos.lookup(role)
 	if !ok {
 		return nil, &DequantError{Module: d.m.Name, Rule: "scale-missing", Msg: fmt.Sprintf("no %s tensor", role)}
 	}
@@ -183,7 +183,7 @@ func (d *dq) dense() ([]float32, error) {
 
 func (d *dq) weightInfo() (*TensorInfo, error) {
 	for _, role := range []string{"weight", "weight_packed", "tensor"} {
-		if t, ok := d.m.infos[role]; ok {
+		if t, ok := d.m.infos.lookup(role); ok {
 			return t, nil
 		}
 	}
@@ -284,11 +284,11 @@ func (d *dq) nvfp4() ([]float32, error) {
 		return nil, err
 	}
 	global := float32(1)
-	if t, ok := d.m.infos["weight_scale_2"]; ok {
+	if t, ok := d.m.infos.lookup("weight_scale_2"); ok {
 		if global, err = d.scalar(t); err != nil {
 			return nil, err
 		}
-	} else if t, ok := d.m.infos["weight_global_scale"]; ok {
+	} else if t, ok := d.m.infos.lookup("weight_global_scale"); ok {
 		gs, err := d.scalar(t)
 		if err != nil {
 			return nil, err
@@ -367,9 +367,9 @@ func (d *dq) scaled() ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, ok := d.m.infos["weight_scale"]
+	sc, ok := d.m.infos.lookup("weight_scale")
 	if !ok {
-		sc, ok = d.m.infos["weight_scale_inv"]
+		sc, ok = d.m.infos.lookup("weight_scale_inv")
 	}
 	if !ok {
 		return nil, d.fail(w, "scale-missing", "quantized weight has neither weight_scale nor weight_scale_inv")
@@ -391,7 +391,7 @@ func (d *dq) scaled() ([]float32, error) {
 		return nil, err
 	}
 	var zp *grid
-	if z, ok := d.m.infos["weight_zero_point"]; ok && d.m.Layout == LayoutIntChannel {
+	if z, ok := d.m.infos.lookup("weight_zero_point"); ok && d.m.Layout == LayoutIntChannel {
 		if zp, err = d.scaleGrid(z, 0, nil); err != nil {
 			return nil, err
 		}
@@ -455,7 +455,7 @@ func (d *dq) ctPack() ([]float32, error) {
 		return nil, err
 	}
 	var zeros []int8
-	if z, ok := d.m.infos["weight_zero_point"]; ok {
+	if z, ok := d.m.infos.lookup("weight_zero_point"); ok {
 		zb, err := d.all(z)
 		if err != nil {
 			return nil, err

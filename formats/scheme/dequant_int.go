@@ -14,7 +14,7 @@ import (
 // groupOf maps input column i to its scale group: g_idx when stored, else i/size.
 func (d *dq) groupIndex(role string, in, groups, size int) ([]int32, error) {
 	idx := make([]int32, in)
-	if t, ok := d.m.infos[role]; ok {
+	if t, ok := d.m.infos.lookup(role); ok {
 		if t.elements() != uint64(in) {
 			return nil, d.fail(t, "g_idx", fmt.Sprintf("has %d entries for %d input columns", t.elements(), in))
 		}
@@ -61,7 +61,7 @@ func (d *dq) scalesAndZeros(unpackZeros func(dst []uint8, b []byte, groups int) 
 	if scales, err = d.floats(sc, sb); err != nil {
 		return nil, nil, 0, err
 	}
-	if z, ok := d.m.infos["qzeros"]; ok {
+	if z, ok := d.m.infos.lookup("qzeros"); ok {
 		zb, err := d.all(z)
 		if err != nil {
 			return nil, nil, 0, err
@@ -149,7 +149,7 @@ func (d *dq) awq() ([]float32, error) {
 		return nil, err
 	}
 	if in%groups != 0 {
-		return nil, d.fail(d.m.infos["scales"], "scale-shape", fmt.Sprintf("%d groups do not divide %d inputs", groups, in))
+		return nil, d.fail(d.m.infos.get("scales"), "scale-shape", fmt.Sprintf("%d groups do not divide %d inputs", groups, in))
 	}
 	size := in / groups
 	res := make([]float32, (d.hi-d.lo)*w)

@@ -86,13 +86,38 @@ type Module struct {
 	packLayout   packing.CTLayout
 
 	// bias/other parameters counted under their own dtype
-	extraParams map[string]uint64
-	infos       map[string]*TensorInfo // role → info
+	extraParams map[string]uint64 // nil when there are none
+	infos       roleInfos         // role → info, in the order the tensors came
+}
+
+// roleInfo is one tensor of a module and its role.
+type roleInfo struct {
+	role string
+	t    *TensorInfo
+}
+
+// roleInfos maps a module's roles to its tensors. A module has a handful of
+// tensors, so a slice searched in turn is both smaller and faster than a map
+// (a repo of 46,000 modules holds 46,000 of these).
+type roleInfos []roleInfo
+
+func (r roleInfos) lookup(role string) (*TensorInfo, bool) {
+	for i := range r {
+		if r[i].role == role {
+			return r[i].t, true
+		}
+	}
+	return nil, false
+}
+
+func (r roleInfos) get(role string) *TensorInfo {
+	t, _ := r.lookup(role)
+	return t
 }
 
 // Info returns the header facts of the module's tensor in a role.
 func (m *Module) Info(role string) (*TensorInfo, bool) {
-	t, ok := m.infos[role]
+	t, ok := m.infos.lookup(role)
 	return t, ok
 }
 
@@ -100,13 +125,19 @@ func (m *Module) Info(role string) (*TensorInfo, bool) {
 // format, a bias (or other float data) under its own dtype.
 func (m *Module) ParametersByFormat() map[string]uint64 {
 	out := map[string]uint64{}
+	m.AddParametersByFormat(out)
+	return out
+}
+
+// AddParametersByFormat adds ParametersByFormat's figures to into, without
+// a map per module (a repo's summary adds up tens of thousands).
+func (m *Module) AddParametersByFormat(into map[string]uint64) {
 	if m.Format != FormatNone {
-		out[m.Format] += m.Parameters - sumValues(m.extraParams)
+		into[m.Format] += m.Parameters - sumValues(m.extraParams)
 	}
 	for k, v := range m.extraParams {
-		out[k] += v
+		into[k] += v
 	}
-	return out
 }
 
 func sumValues(m map[string]uint64) uint64 {
@@ -170,20 +201,26 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 	if s == nil {
 		s = &Scheme{Method: "none", Family: FamilyNone}
 	}
-	byName := map[string]*Module{}
+	byName := make(map[string]*Module, len(tensors)/4)
 	var order []string
+	var slab []Module // modules allocated in blocks
 	add := func(mod, role string, t *TensorInfo) {
 		m := byName[mod]
 		if m == nil {
-			m = &Module{Name: mod, Tensors: make(map[string]string, 4), infos: make(map[string]*TensorInfo, 4)}
+			if len(slab) == 0 {
+				slab = make([]Module, min(len(tensors), 64))
+			}
+			m = &slab[0]
+			slab = slab[1:]
+			m.Name, m.Tensors, m.infos = mod, make(map[string]string, 4), make(roleInfos, 0, 4)
 			byName[mod] = m
 			order = append(order, mod)
 		}
-		if _, dup := m.infos[role]; dup { // two tensors claim one role: keep both apart
+		if _, dup := m.infos.lookup(role); dup { // two tensors claim one role: keep both apart
 			role = t.Name
 		}
 		m.Tensors[role] = t.Name
-		m.infos[role] = t
+		m.infos = append(m.infos, roleInfo{role, t})
 		t.Module, t.Role = mod, role
 	}
 	var deferred []*TensorInfo
@@ -198,7 +235,7 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 	}
 	for _, t := range deferred {
 		stem := strings.TrimSuffix(t.Name, "_bias")
-		if m := byName[stem]; m != nil && m.infos["blocks"] != nil {
+		if m := byName[stem]; m != nil && m.infos.get("blocks") != nil {
 			add(stem, "bias", t)
 		} else {
 			add(t.Name, "tensor", t)
@@ -250,17 +287,20 @@ func isE8M0Carrier(d safetensors.DType) bool { return d == safetensors.U8 || d =
 
 func classify(m *Module, s *Scheme, shapes ShapeValues) {
 	in := m.infos
-	m.extraParams = map[string]uint64{}
-	for role, t := range in {
+	for _, ri := range in {
+		role, t := ri.role, ri.t
 		m.Bytes += t.NBytes
 		if role == "bias" || (role != "weight" && role != "tensor" && !metadataRoles[role] &&
 			role != "weight_packed" && role != "qweight" && role != "blocks") {
+			if m.extraParams == nil {
+				m.extraParams = map[string]uint64{}
+			}
 			m.extraParams[dtypeFormat(t.DType)] += t.elements()
 		}
 	}
-	w, packed, qw, blocks := in["weight"], in["weight_packed"], in["qweight"], in["blocks"]
+	w, packed, qw, blocks := in.get("weight"), in.get("weight_packed"), in.get("qweight"), in.get("blocks")
 	if w == nil && packed == nil && qw == nil && blocks == nil {
-		w = in["tensor"]
+		w = in.get("tensor")
 	}
 	switch {
 	case blocks != nil:
@@ -308,7 +348,7 @@ func classifyMXBlocks(m *Module, b *TensorInfo) {
 
 func classifyPacked(m *Module, p *TensorInfo, s *Scheme, shapes ShapeValues) {
 	m.Quantized = true
-	scale := m.infos["weight_scale"]
+	scale := m.infos.get("weight_scale")
 	switch {
 	case p.DType == safetensors.U8 && scale != nil && isE8M0Carrier(scale.DType):
 		m.Format, m.Layout, m.Bits, m.GroupSize = FormatMXFP4, LayoutCT, 4, 32
@@ -326,13 +366,13 @@ func classifyPacked(m *Module, p *TensorInfo, s *Scheme, shapes ShapeValues) {
 		} else if s.Bits != 0 {
 			m.Bits, m.GroupSize = s.Bits, s.GroupSize
 		}
-		if m.infos["weight_zero_point"] != nil {
+		if m.infos.get("weight_zero_point") != nil {
 			m.Symmetric = false
 		}
 		m.Format = fmt.Sprintf("int%d", m.Bits)
 	}
 	if shapes != nil {
-		if ws, ok := m.infos["weight_shape"]; ok {
+		if ws, ok := m.infos.lookup("weight_shape"); ok {
 			if v, ok := shapes(ws.Name); ok && len(v) > 0 {
 				m.WeightShape = make([]uint64, len(v))
 				valid := true
@@ -353,7 +393,7 @@ func classifyPacked(m *Module, p *TensorInfo, s *Scheme, shapes ShapeValues) {
 		m.WeightShape = withLast(p.Shape, func(n uint64) uint64 { return 2 * n })
 		return
 	}
-	m.ShapeInferred = m.infos["weight_shape"] != nil
+	m.ShapeInferred = m.infos.get("weight_shape") != nil
 	bits := max(m.Bits, 1)
 	l := ctLayoutOf(s)
 	m.WeightShape = withLast(p.Shape, func(words uint64) uint64 {
@@ -363,7 +403,7 @@ func classifyPacked(m *Module, p *TensorInfo, s *Scheme, shapes ShapeValues) {
 		return words * 32 / uint64(bits)
 	})
 	// A group scale [out, ceil(in/g)] narrows the bound.
-	if sc := m.infos["weight_scale"]; sc != nil && m.GroupSize > 0 && len(sc.Shape) == len(p.Shape) && len(sc.Shape) > 0 {
+	if sc := m.infos.get("weight_scale"); sc != nil && m.GroupSize > 0 && len(sc.Shape) == len(p.Shape) && len(sc.Shape) > 0 {
 		if lim := sc.Shape[len(sc.Shape)-1] * uint64(m.GroupSize); lim < m.WeightShape[len(m.WeightShape)-1] {
 			m.WeightShape[len(m.WeightShape)-1] = lim
 		}
@@ -376,7 +416,7 @@ func classifyGPTQorAWQ(m *Module, qw *TensorInfo, s *Scheme) {
 	if m.Bits == 0 {
 		m.Bits = 4
 	}
-	sc := m.infos["scales"]
+	sc := m.infos.get("scales")
 	isAWQ := s.Method == "awq"
 	if s.Method != "awq" && s.Method != "gptq" && sc != nil && len(sc.Shape) == 2 && len(qw.Shape) == 2 {
 		isAWQ = qw.Shape[1]*8 == sc.Shape[1] && qw.Shape[1] != sc.Shape[1]
@@ -408,9 +448,9 @@ func classifyGPTQorAWQ(m *Module, qw *TensorInfo, s *Scheme) {
 
 func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
 	m.WeightShape = slices.Clone(w.Shape)
-	sc, inv := m.infos["weight_scale"], m.infos["weight_scale_inv"]
+	sc, inv := m.infos.get("weight_scale"), m.infos.get("weight_scale_inv")
 	switch {
-	case w.DType == safetensors.U8 && sc != nil && (sc.DType == safetensors.F8_E4M3 || m.infos["weight_scale_2"] != nil):
+	case w.DType == safetensors.U8 && sc != nil && (sc.DType == safetensors.F8_E4M3 || m.infos.get("weight_scale_2") != nil):
 		m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatNVFP4, LayoutModelOpt, 4, 16, true
 		m.WeightShape = withLast(w.Shape, func(n uint64) uint64 { return 2 * n })
 	case w.DType == safetensors.U8 && sc != nil && isE8M0Carrier(sc.DType) && s.Family == FamilyMXFP4:
@@ -432,7 +472,7 @@ func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
 		m.Layout = fp8Layout(m, w, scale, s)
 	case w.DType == safetensors.I8 && (sc != nil || inv != nil):
 		m.Format, m.Layout, m.Bits, m.Quantized = "int8", LayoutIntChannel, 8, true
-		if zp := m.infos["weight_zero_point"]; zp == nil {
+		if zp := m.infos.get("weight_zero_point"); zp == nil {
 			m.Symmetric = true
 		}
 		if sc != nil && len(sc.Shape) == 2 && len(w.Shape) == 2 && sc.Shape[1] > 1 {

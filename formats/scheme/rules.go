@@ -40,24 +40,24 @@ func checkModule(m *Module, s *Scheme) []Finding {
 	var out []Finding
 	add := func(rule, sev, role, format string, args ...any) {
 		f := Finding{Rule: rule, Severity: sev, Module: m.Name, Message: fmt.Sprintf(format, args...)}
-		if t, ok := m.infos[role]; ok {
+		if t, ok := m.infos.lookup(role); ok {
 			f.Tensor = t.Name
 		} else if w := m.primary(); w != nil {
 			f.Tensor = w.Name
 		}
 		out = append(out, f)
 	}
-	_, hasPacked := m.infos["weight_packed"]
-	_, hasW := m.infos["weight"]
-	_, hasS2 := m.infos["weight_scale_2"]
-	_, hasGS := m.infos["weight_global_scale"]
-	_, hasIS := m.infos["input_scale"]
-	_, hasIGS := m.infos["input_global_scale"]
+	_, hasPacked := m.infos.lookup("weight_packed")
+	_, hasW := m.infos.lookup("weight")
+	_, hasS2 := m.infos.lookup("weight_scale_2")
+	_, hasGS := m.infos.lookup("weight_global_scale")
+	_, hasIS := m.infos.lookup("input_scale")
+	_, hasIGS := m.infos.lookup("input_global_scale")
 	if (hasPacked && (hasS2 || hasIS)) || (hasW && (hasGS || hasIGS)) {
 		add("CT-005", SeverityError, "weight_scale_2", "module mixes ModelOpt names (weight, weight_scale_2, input_scale) with compressed-tensors names (weight_packed, weight_global_scale, input_global_scale): a half-done conversion, whose global scales may or may not be inverted")
 	}
 	rows, cols := m.Matrix2D()
-	sc, hasScale := m.infos["weight_scale"]
+	sc, hasScale := m.infos.lookup("weight_scale")
 	switch {
 	case m.Layout == LayoutCTPack:
 		out = append(out, checkCTPack(m, s, add)...)
@@ -83,7 +83,7 @@ func checkModule(m *Module, s *Scheme) []Finding {
 		if m.Layout == LayoutGPTOSS {
 			role = "mx_scales"
 		}
-		t, ok := m.infos[role]
+		t, ok := m.infos.lookup(role)
 		if !ok {
 			add("scale-missing", SeverityError, "blocks", "MXFP4 weight has no E8M0 scales")
 		} else if t.elements() != rows*((cols+31)/32) {
@@ -92,7 +92,7 @@ func checkModule(m *Module, s *Scheme) []Finding {
 			add("scale-dtype", SeverityError, role, "MXFP4 scales are U8/F8_E8M0 exponents, this one is %s", t.DType)
 		}
 	case m.Format == FormatFP8 || m.Format == FormatMXFP8:
-		inv, hasInv := m.infos["weight_scale_inv"]
+		inv, hasInv := m.infos.lookup("weight_scale_inv")
 		switch {
 		case !hasScale && !hasInv:
 			add("scale-missing", SeverityError, "weight", "FP8 weight has neither weight_scale nor weight_scale_inv: its values are unscaled codes")
@@ -108,12 +108,12 @@ func checkModule(m *Module, s *Scheme) []Finding {
 			}
 		}
 	case m.Layout == LayoutGPTQ || m.Layout == LayoutGPTQv2 || m.Layout == LayoutAWQ:
-		scs, ok := m.infos["scales"]
+		scs, ok := m.infos.lookup("scales")
 		if !ok {
 			add("scale-missing", SeverityError, "qweight", "%s qweight has no scales", m.Layout)
 			break
 		}
-		if _, ok := m.infos["qzeros"]; !ok {
+		if _, ok := m.infos.lookup("qzeros"); !ok {
 			add("scale-missing", SeverityWarning, "qweight", "%s qweight has no qzeros: decoded as symmetric", m.Layout)
 		}
 		if len(scs.Shape) != 2 || scs.Shape[1] != rows {
@@ -128,7 +128,7 @@ func checkModule(m *Module, s *Scheme) []Finding {
 }
 
 func checkCTPack(m *Module, s *Scheme, add func(rule, sev, role, format string, args ...any)) []Finding {
-	p := m.infos["weight_packed"]
+	p := m.infos.get("weight_packed")
 	b := m.Bits
 	if b < 1 || b > 8 {
 		add("CT-001", SeverityError, "weight_packed", "pack-quantized num_bits is %d, outside 1..8", b)
@@ -137,7 +137,7 @@ func checkCTPack(m *Module, s *Scheme, add func(rule, sev, role, format string, 
 	if p.DType != safetensors.I32 {
 		add("CT-002", SeverityError, "weight_packed", "pack-quantized weight_packed must be I32 words holding unsigned fields (code + %d), found %s", 1<<(b-1), p.DType)
 	}
-	ws, ok := m.infos["weight_shape"]
+	ws, ok := m.infos.lookup("weight_shape")
 	if !ok {
 		add("CT-004", SeverityError, "weight_packed", "pack-quantized module has no weight_shape: the logical width is only bounded to within %d values", 32/b)
 	} else if ws.elements() != uint64(len(p.Shape)) {
@@ -167,7 +167,7 @@ func checkCTPack(m *Module, s *Scheme, add func(rule, sev, role, format string, 
 			add("CT-004", SeverityError, "weight_packed", "packed width %d words cannot hold logical width %d at %d bits (want %d)", got, cols, b, want)
 		}
 	}
-	if sc, ok := m.infos["weight_scale"]; ok && len(sc.Shape) >= 1 {
+	if sc, ok := m.infos.lookup("weight_scale"); ok && len(sc.Shape) >= 1 {
 		if sc.Shape[0] != m.WeightShape[0] {
 			add("scale-shape", SeverityError, "weight_scale", "weight_scale %v has %d rows, the weight %d", sc.Shape, sc.Shape[0], m.WeightShape[0])
 		} else if g := m.GroupSize; g > 0 && len(sc.Shape) == 2 && sc.Shape[1] != uint64((cols+g-1)/g) {
@@ -182,7 +182,7 @@ func checkCTPack(m *Module, s *Scheme, add func(rule, sev, role, format string, 
 // primary is the tensor that holds the module's weight codes.
 func (m *Module) primary() *TensorInfo {
 	for _, r := range []string{"weight_packed", "weight", "qweight", "blocks", "tensor"} {
-		if t, ok := m.infos[r]; ok {
+		if t, ok := m.infos.lookup(r); ok {
 			return t
 		}
 	}

@@ -72,7 +72,7 @@ func (d *dq) sampleE2M1(s *Sample) error {
 	switch {
 	case d.m.Layout == LayoutGPTOSS:
 		role = "blocks"
-	case d.m.infos["weight_packed"] != nil:
+	case d.m.infos.get("weight_packed") != nil:
 		role = "weight_packed"
 	}
 	w, err := d.need(role)
@@ -111,9 +111,9 @@ func (d *dq) sampleE2M1(s *Sample) error {
 	}
 	if d.m.Format == FormatNVFP4 {
 		global := float32(1)
-		if t, ok := d.m.infos["weight_scale_2"]; ok {
+		if t, ok := d.m.infos.lookup("weight_scale_2"); ok {
 			global, err = d.scalar(t)
-		} else if t, ok := d.m.infos["weight_global_scale"]; ok {
+		} else if t, ok := d.m.infos.lookup("weight_global_scale"); ok {
 			var g float32
 			if g, err = d.scalar(t); err == nil && g != 0 {
 				global = 1 / g
@@ -159,9 +159,9 @@ func (d *dq) sampleFP8(s *Sample) error {
 			s.Codes = append(s.Codes, CodeCount{Code: c, Value: vals[c], Count: n[c]})
 		}
 	}
-	sc, ok := d.m.infos["weight_scale"]
+	sc, ok := d.m.infos.lookup("weight_scale")
 	if !ok {
-		sc, ok = d.m.infos["weight_scale_inv"]
+		sc, ok = d.m.infos.lookup("weight_scale_inv")
 	}
 	if !ok {
 		return nil
@@ -215,7 +215,7 @@ func (d *dq) sampleCTPack(s *Sample) error {
 		return d.fail(w, "CT-003", err.Error())
 	}
 	countInts(s, d.m.Bits, true, func(i int) int { return int(codes[i]) }, len(codes))
-	if sc, ok := d.m.infos["weight_scale"]; ok {
+	if sc, ok := d.m.infos.lookup("weight_scale"); ok {
 		g, err := d.scaleGrid(sc, 0, nil)
 		if err != nil {
 			return err
@@ -255,7 +255,7 @@ func (d *dq) sampleGPTQ(s *Sample) error {
 		}
 	}
 	countInts(s, d.m.Bits, false, func(k int) int { return int(codes[k]) }, len(codes))
-	if sc, ok := d.m.infos["scales"]; ok && len(sc.Shape) == 2 {
+	if sc, ok := d.m.infos.lookup("scales"); ok && len(sc.Shape) == 2 {
 		b, err := d.all(sc)
 		if err != nil {
 			return err

@@ -112,11 +112,11 @@ func (s *RowStream) openNVFP4(d *dq) error {
 		return err
 	}
 	s.global = 1
-	if t, ok := d.m.infos["weight_scale_2"]; ok {
+	if t, ok := d.m.infos.lookup("weight_scale_2"); ok {
 		if s.global, err = d.scalar(t); err != nil {
 			return err
 		}
-	} else if t, ok := d.m.infos["weight_global_scale"]; ok {
+	} else if t, ok := d.m.infos.lookup("weight_global_scale"); ok {
 		gs, err := d.scalar(t)
 		if err != nil {
 			return err
@@ -156,9 +156,9 @@ func (s *RowStream) openFP8(d *dq) error {
 	if err != nil {
 		return err
 	}
-	sc, ok := d.m.infos["weight_scale"]
+	sc, ok := d.m.infos.lookup("weight_scale")
 	if !ok {
-		sc, ok = d.m.infos["weight_scale_inv"]
+		sc, ok = d.m.infos.lookup("weight_scale_inv")
 	}
 	if !ok || w.DType.Bits() != 8 {
 		return nil // Dequantize's own path says what is wrong
@@ -201,7 +201,8 @@ func (s *RowStream) openFP8(d *dq) error {
 // readAll reads every tensor of m once and serves reads from memory.
 func readAll(m *Module, r TensorReader) (TensorReader, error) {
 	mem := memReader{}
-	for _, t := range m.infos {
+	for _, ri := range m.infos {
+		t := ri.t
 		b, err := r.ReadTensor(t.Name, 0, int64(t.NBytes))
 		if err != nil {
 			return nil, err
