@@ -30,6 +30,12 @@ type EvalParams struct {
 	DataFile  string   `json:"data_file"` // a file of token ids, one sequence per line
 	W4A       string   `json:"w4a"`       // none (default) | fp8 | what the model supports
 	Compare   bool     `json:"compare"`   // the dense forward and the w4a one side by side
+	// The W4A-NVFP4 stream, as forward/eval's --attention, --recipe and
+	// --scales: "fp8" attention is the mixed policy; scales are calibrated
+	// global scales by producer (a producer_maximum report's global_scales).
+	Attention string             `json:"attention"`
+	Recipe    string             `json:"recipe"`
+	Scales    map[string]float32 `json:"scales"`
 }
 
 // maxEvalFile bounds a data file read on the companion's machine.
@@ -78,7 +84,7 @@ func evalOp(ctx context.Context, env Env, module string, raw json.RawMessage) (*
 		if env.Progress != nil {
 			prog = func(done, total int64) { env.Progress(int64(i)*total+done, int64(len(modes))*total) }
 		}
-		r, lines, err := m.PerplexityLines(ctx, seqs, model.Options{W4A: md, Progress: prog})
+		r, lines, err := m.PerplexityLines(ctx, seqs, streamOptions(md, p.Attention, p.Recipe, p.Scales, prog))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
@@ -167,4 +173,13 @@ func parseIDLine(line string) ([]int, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// streamOptions are the model options of one mode: the stream's policy,
+// recipe and scales apply to the W4A side only.
+func streamOptions(w4a, attention, recipe string, scales map[string]float32, progress func(done, total int64)) model.Options {
+	if w4a == model.W4ANone {
+		return model.Options{W4A: w4a, Progress: progress}
+	}
+	return model.Options{W4A: w4a, Attention: attention, Recipe: recipe, Scales: scales, Progress: progress}
 }

@@ -183,3 +183,33 @@ func TestForwardOp(t *testing.T) {
 		t.Error("tokens and text both given: no error")
 	}
 }
+
+// The W4A-NVFP4 stream's parameters reach the model: the op's perplexity
+// equals the model's with the same policy, recipe and calibrated scales,
+// and differs from the default recipe's.
+func TestEvalOpNVFP4Stream(t *testing.T) {
+	env, m, _ := smallLlama(t)
+	seqs := [][]int{{1, 5, 9, 13, 17, 21, 25}, {2, 4, 8, 16, 32, 64}}
+	scales := map[string]float32{"model.layers.0.self_attn.o_proj.input": 0.004, "model.layers.0.mlp.down_proj.input": 0.02}
+	run := func(p EvalParams) model.Perplexity {
+		t.Helper()
+		p.Sequences = seqs
+		params, _ := json.Marshal(p)
+		res, err := evalOp(context.Background(), env, "", params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.JSON.(model.Perplexity)
+	}
+	got := run(EvalParams{W4A: model.W4ANVFP4, Recipe: "nvidia", Attention: model.W4AFP8, Scales: scales})
+	want, err := m.Perplexity(context.Background(), seqs, model.Options{W4A: model.W4ANVFP4, Recipe: "nvidia", Attention: model.W4AFP8, Scales: scales})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("eval op %+v, want the model's %+v", got, want)
+	}
+	if def := run(EvalParams{W4A: model.W4ANVFP4}); def == got {
+		t.Fatalf("recipe, attention and scales changed nothing: %+v", def)
+	}
+}

@@ -28,6 +28,12 @@ type ForwardParams struct {
 	W4A    string `json:"w4a"`    // none (default) | fp8 | what the model supports
 	TopK   int    `json:"top_k"`  // next-token candidates per position: default 5, at most 100
 	Logits bool   `json:"logits"` // also send the full logits as the array "logits"
+	// The W4A-NVFP4 stream, as forward/eval's --attention, --recipe and
+	// --scales: "fp8" attention is the mixed policy; scales are calibrated
+	// global scales by producer (a producer_maximum report's global_scales).
+	Attention string             `json:"attention"`
+	Recipe    string             `json:"recipe"`
+	Scales    map[string]float32 `json:"scales"`
 }
 
 // TopToken is one next-token candidate of a position.
@@ -76,7 +82,7 @@ func forwardOp(ctx context.Context, env Env, module string, raw json.RawMessage)
 	if mode == "" {
 		mode = model.W4ANone
 	}
-	logits, err := m.Forward(ctx, p.Tokens, model.Options{W4A: mode, Progress: env.Progress})
+	logits, err := m.Forward(ctx, p.Tokens, streamOptions(mode, p.Attention, p.Recipe, p.Scales, env.Progress))
 	if err != nil {
 		return nil, err
 	}
