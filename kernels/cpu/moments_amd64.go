@@ -4,7 +4,9 @@ package cpu
 func momentsAVX512(v *float32, n int, k float64, l *lanes)
 
 // useMomentsAVX512 can be turned off by tests to compare both paths.
-var useMomentsAVX512 = hasAVX512
+var hasMomentsKernel = hasAVX512
+
+var useMomentsAVX512 = hasMomentsKernel
 
 // addLanes runs lanes.add's loop on v (a multiple of 16 values), on AVX-512
 // when the CPU has it.

@@ -2,6 +2,6 @@
 
 package cpu
 
-var useMomentsAVX512 = false
+var hasMomentsKernel, useMomentsAVX512 = false, false
 
 func (l *lanes) addLanes(v []float32, k float64) { l.add(v, k) }
