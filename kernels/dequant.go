@@ -107,6 +107,10 @@ type StatsOptions struct {
 	// Sink, when set, receives the counted bands in row order, as
 	// Dequantize's sink does: decode and statistics in one pass.
 	Sink func(b *Band) error
+	// Each, when set, runs on the worker that counted a band, right after
+	// counting, as DequantOptions.Each does (bands in any order, several at
+	// once): decode --out writes each band at its own offset from there.
+	Each func(worker int, b *Band) error
 	// Moments asks only for Count, Min, Max, Mean, Std, NaN and Inf (what
 	// decode prints): no histogram, no codes or scales asked of the decoders.
 	Moments bool

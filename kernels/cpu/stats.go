@@ -34,6 +34,9 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 			a.addBuckets(band.Values)
 			a.addMeta(&band.Meta)
 		}
+		if opt.Each != nil {
+			return opt.Each(w, band)
+		}
 		return nil
 	}, opt.Sink)
 	if err != nil {
