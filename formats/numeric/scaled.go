@@ -18,6 +18,24 @@ func DecodeE4M3Scaled(dst []float32, src []byte, scale float32) {
 	}
 }
 
+// DecodeE4M3Blocks is DecodeE4M3Scaled over runs of block codes, code i
+// times scales[i/block] (a row of an FP8 block-scaled weight): one call a
+// row. scales must cover every block src touches.
+func DecodeE4M3Blocks(dst []float32, src []byte, scales []float32, block int) {
+	dst = dst[:len(src)]
+	for i := 0; i < len(src); {
+		i += e4m3BlocksSIMD(dst[i:], src[i:], scales[i/block:], block)
+		if i == len(src) {
+			return
+		}
+		// the kernel stopped at a NaN code or the tail, or is not in use:
+		// one block (or what is left of it) on the table
+		end := min((i/block+1)*block, len(src))
+		mulTable(&e4m3Table, dst[i:end], src[i:end], scales[i/block])
+		i = end
+	}
+}
+
 // MulTable writes tab[in[i]]·scale into out[:len(in)]: any 8-bit code's
 // decode fused with its scale.
 func MulTable(tab *[256]float32, out []float32, in []byte, scale float32) {

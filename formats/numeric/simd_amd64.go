@@ -9,6 +9,9 @@ func e2m1Blocks16AVX512(dst *float32, src *byte, scales *float32, pairs int, tab
 //go:noescape
 func e4m3ScaledAVX512(dst *float32, src *byte, n int, scale float32) int
 
+//go:noescape
+func e4m3BlocksAVX512(dst *float32, src *byte, n int, scales *float32, block int) int
+
 func cpuidex(leaf, sub uint32) (a, b, c, d uint32)
 func xgetbv0() uint32
 
@@ -58,4 +61,13 @@ func e4m3ScaledSIMD(dst []float32, src []byte, scale float32) int {
 		return 0
 	}
 	return e4m3ScaledAVX512(&dst[0], &src[0], len(src), scale)
+}
+
+// e4m3BlocksSIMD decodes a prefix of src, code i times scales[i/block];
+// it returns the prefix's length (a multiple of 16).
+func e4m3BlocksSIMD(dst []float32, src []byte, scales []float32, block int) int {
+	if !useAVX512 || len(src) < 16 || block%16 != 0 || len(scales) < (len(src)+block-1)/block {
+		return 0
+	}
+	return e4m3BlocksAVX512(&dst[0], &src[0], len(src), &scales[0], block)
 }

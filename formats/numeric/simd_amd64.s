@@ -127,3 +127,55 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 	XGETBV
 	MOVL AX, ret+0(FP)
 	RET
+
+// func e4m3BlocksAVX512(dst *float32, src *byte, n int, scales *float32, block int) int
+//
+// e4m3ScaledAVX512 over a run of blocks of block codes (a multiple of 16),
+// code i times scales[i/block]: one call a row instead of one a block. It
+// stops before the first group of sixteen holding a NaN code and returns
+// how many codes it wrote.
+TEXT ·e4m3BlocksAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ scales+24(FP), DX
+	MOVQ block+32(FP), R9
+	MOVL $0x43800000, AX        // 256
+	VPBROADCASTD AX, Z14
+	MOVL $0xBF80, AX
+	VPBROADCASTW AX, Y13
+	MOVL $0x3F80, AX
+	VPBROADCASTW AX, Y12
+	XORQ BX, BX
+	XORQ R10, R10               // position in the block
+
+bloop:
+	LEAQ 16(BX), R8
+	CMPQ R8, CX
+	JGT  bdone
+	CMPQ R10, R9
+	JLT  bsame
+	ADDQ $4, DX                 // next block's scale
+	XORQ R10, R10
+bsame:
+	VPMOVSXBW (SI)(BX*1), Y1
+	VPSLLW    $7, Y1, Y1
+	VPAND     Y13, Y1, Y1
+	VPAND     Y12, Y1, Y2
+	VPCMPEQW  Y12, Y2, Y2
+	VPMOVMSKB Y2, AX
+	TESTL     AX, AX
+	JNZ       bdone
+	VBROADCASTSS (DX), Z15
+	VCVTPH2PS Y1, Z1
+	VMULPS    Z14, Z1, Z1
+	VMULPS    Z15, Z1, Z1
+	VMOVUPS   Z1, (DI)(BX*4)
+	MOVQ      R8, BX
+	ADDQ      $16, R10
+	JMP       bloop
+
+bdone:
+	MOVQ BX, ret+40(FP)
+	VZEROUPPER
+	RET

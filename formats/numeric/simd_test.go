@@ -118,5 +118,44 @@ func BenchmarkScaledPaths(b *testing.B) {
 				DecodeE4M3Scaled(dst[c:c+128], codes[c:c+128], scales[c/16])
 			}
 		}))
+		b.Run("e4m3-blocks/"+name, run(func() {
+			for c := 0; c < n; c += 8192 { // rows of 8192, 128-code blocks
+				DecodeE4M3Blocks(dst[c:c+8192], codes[c:c+8192], scales[c/128:], 128)
+			}
+		}))
 	}
+}
+
+// DecodeE4M3Blocks equals the scalar decoder times each block's scale, bit
+// for bit, kernel on and off: block sizes the kernel takes and ones it
+// leaves to the table, NaN codes, a partial last block.
+func TestDecodeE4M3BlocksKernel(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, simd := range []bool{false, true} {
+		useAVX512 = simd && hasAVX512
+		for _, block := range []int{16, 32, 128, 24, 7} {
+			for _, n := range []int{0, 5, 16, 130, 1000, 4096} {
+				src := make([]byte, n)
+				for i := range src {
+					src[i] = byte(r.Uint32())
+					if r.IntN(40) != 0 && src[i]&0x7F == 0x7F {
+						src[i] ^= 1
+					}
+				}
+				scales := make([]float32, (n+block-1)/block)
+				for i := range scales {
+					scales[i] = scaleCases[r.IntN(len(scaleCases))]
+				}
+				got, want := make([]float32, n), make([]float32, n)
+				DecodeE4M3Blocks(got, src, scales, block)
+				for i, c := range src {
+					want[i] = E4M3ToFloat32(c) * scales[i/block]
+				}
+				if i := sameBits(got, want); i >= 0 {
+					t.Fatalf("simd %v block %d n %d: code %#x at %d gives %#x, want %#x", simd, block, n, src[i], i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+				}
+			}
+		}
+	}
+	useAVX512 = hasAVX512
 }

@@ -352,13 +352,15 @@ func (d *RowDecoder) fp8(dst []float32, lo, hi int, info *BandInfo) error {
 		k := r - lo
 		row, in := dst[k*s.cols:(k+1)*s.cols], codes[k*s.cols:(k+1)*s.cols]
 		srow := sv[(r/g.rowDiv-base)*g.cols:]
+		if !s.m.InverseScale && s.w.DType == safetensors.F8_E4M3 {
+			numeric.DecodeE4M3Blocks(row, in, srow, g.colDiv) // the row in one call
+			continue
+		}
 		for c0, j := 0, 0; c0 < s.cols; c0, j = c0+g.colDiv, j+1 {
 			c1 := min(c0+g.colDiv, s.cols)
 			switch {
 			case s.m.InverseScale:
 				divTable(&s.tab, row[c0:c1], in[c0:c1], srow[j])
-			case s.w.DType == safetensors.F8_E4M3:
-				numeric.DecodeE4M3Scaled(row[c0:c1], in[c0:c1], srow[j])
 			default:
 				numeric.MulTable(&s.tab, row[c0:c1], in[c0:c1], srow[j])
 			}
