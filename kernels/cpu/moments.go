@@ -21,39 +21,30 @@ func newLanes() lanes {
 	return l
 }
 
-// add is the Go loop: len(v) a multiple of 16. It works on a copy in
-// locals, four lanes at a time, so the compiler need not reload the sums
-// through l after every store.
+// add is the Go loop: len(v) a multiple of 16. It works on copies in
+// locals, so the compiler need not reload the sums through l after every
+// store, and stops at the first NaN or ±inf (the caller then takes the
+// careful loop and drops these sums).
 func (l *lanes) add(v []float32, k float64) {
-	for q0 := 0; q0 < 16; q0 += 4 {
-		var s1, s2 [4]float64
-		var lo, hi [4]float32
-		var ex [4]uint32
-		copy(s1[:], l.s1[q0:q0+4])
-		copy(s2[:], l.s2[q0:q0+4])
-		copy(lo[:], l.lo[q0:q0+4])
-		copy(hi[:], l.hi[q0:q0+4])
-		copy(ex[:], l.exp[q0:q0+4])
-		for i := q0; i+4 <= len(v); i += 16 {
-			q := (*[4]float32)(v[i : i+4])
-			for j, x := range q {
-				ex[j] = max(ex[j], math.Float32bits(x)&expMask)
-				if x < lo[j] { // plain compares: the builtins' NaN handling costs
-					lo[j] = x
-				}
-				if x > hi[j] {
-					hi[j] = x
-				}
-				d := float64(x) - k
-				s1[j] += d
-				s2[j] += d * d
+	s1, s2, lo, hi := l.s1, l.s2, l.lo, l.hi
+	defer func() { l.s1, l.s2, l.lo, l.hi = s1, s2, lo, hi }()
+	for i := 0; i+16 <= len(v); i += 16 {
+		q := (*[16]float32)(v[i : i+16])
+		for j, x := range q {
+			if math.Float32bits(x)&expMask == expMask {
+				l.exp[0] = expMask
+				return
 			}
+			if x < lo[j] { // plain compares: the builtins' NaN handling costs
+				lo[j] = x
+			}
+			if x > hi[j] {
+				hi[j] = x
+			}
+			d := float64(x) - k
+			s1[j] += d
+			s2[j] += d * d
 		}
-		copy(l.s1[q0:], s1[:])
-		copy(l.s2[q0:], s2[:])
-		copy(l.lo[q0:], lo[:])
-		copy(l.hi[q0:], hi[:])
-		copy(l.exp[q0:], ex[:])
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The AVX-512 moments loop against the Go loop, bit for bit, on values of
+// The AVX-512 and AVX2 moments loops against the Go loop, bit for bit, on values of
 // every kind it meets: wide exponents, ±0, subnormals, and bands with NaN
 // or ±inf (where only the non-finite flag must agree).
 func TestMomentsKernelMatchesGo(t *testing.T) {
@@ -33,14 +33,18 @@ func TestMomentsKernelMatchesGo(t *testing.T) {
 			v[r.IntN(n)] = []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}[trial%3]
 		}
 		k := float64(v[0])
-		a, b := newLanes(), newLanes()
+		a, b, c := newLanes(), newLanes(), newLanes()
 		a.add(v, k)
 		momentsAVX512(&v[0], n, k, &b)
-		if a.nonFinite() != b.nonFinite() {
-			t.Fatalf("trial %d: non-finite %v (Go) vs %v (AVX-512)", trial, a.nonFinite(), b.nonFinite())
+		momentsAVX2(&v[0], n, k, &c)
+		if a.nonFinite() != b.nonFinite() || a.nonFinite() != c.nonFinite() {
+			t.Fatalf("trial %d: non-finite %v (Go) vs %v (AVX-512), %v (AVX2)", trial, a.nonFinite(), b.nonFinite(), c.nonFinite())
 		}
 		if a.nonFinite() {
 			continue
+		}
+		if b.s1 != c.s1 || b.s2 != c.s2 || b.lo != c.lo || b.hi != c.hi {
+			t.Fatalf("trial %d: AVX2 %+v differs from AVX-512 %+v", trial, c, b)
 		}
 		for j := range 16 {
 			if math.Float64bits(a.s1[j]) != math.Float64bits(b.s1[j]) || math.Float64bits(a.s2[j]) != math.Float64bits(b.s2[j]) ||
