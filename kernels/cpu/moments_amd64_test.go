@@ -55,3 +55,33 @@ func TestMomentsKernelMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// The three loops alone on one 512 KiB band in cache.
+func BenchmarkMomentsLoops(b *testing.B) {
+	v := make([]float32, 128<<10)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	loops := []struct {
+		name string
+		ok   bool
+		f    func(l *lanes)
+	}{
+		{"go", true, func(l *lanes) { l.add(v, 0) }},
+		{"avx2", hasAVX2, func(l *lanes) { momentsAVX2(&v[0], len(v), 0, l) }},
+		{"avx512", hasAVX512, func(l *lanes) { momentsAVX512(&v[0], len(v), 0, l) }},
+	}
+	for _, lp := range loops {
+		b.Run(lp.name, func(b *testing.B) {
+			if !lp.ok {
+				b.Skip("not on this CPU")
+			}
+			b.SetBytes(4 * int64(len(v)))
+			for b.Loop() {
+				l := newLanes()
+				lp.f(&l)
+			}
+		})
+	}
+}
