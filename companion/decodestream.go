@@ -62,7 +62,24 @@ func decodeModule(ctx context.Context, c *checkpoint.Checkpoint, m *scheme.Modul
 	}
 	be := cpu.New()
 	if !asJSON {
-		st, err := be.Stats(ctx, src, kernels.StatsOptions{Sink: sink, Moments: true})
+		// Each worker writes the bands it decoded at their own offsets
+		// (pwrite), so the copies into the page cache run on every core
+		// instead of one writer; the file gets its full size first.
+		var each func(int, *kernels.Band) error
+		if f != nil {
+			rowBytes := 4 * int64(cols)
+			if err := f.Truncate(int64(hi-lo) * rowBytes); err != nil {
+				return fmt.Errorf("%s: %w", out, err)
+			}
+			each = func(_ int, b *kernels.Band) error {
+				var werr error
+				if b.Aux, werr = writeLEAt(f, b.Aux, b.Values, int64(b.Lo)*rowBytes); werr != nil {
+					return fmt.Errorf("%s: %w", out, werr)
+				}
+				return nil
+			}
+		}
+		st, err := be.Stats(ctx, src, kernels.StatsOptions{Each: each, Moments: true})
 		if err != nil {
 			return err
 		}
@@ -131,6 +148,24 @@ func writeLE(w io.Writer, buf []byte, v []float32) ([]byte, error) {
 		binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
 	}
 	_, err := w.Write(buf)
+	return buf, err
+}
+
+// writeLEAt is writeLE at offset off (pwrite, so that several workers may
+// write their bands at once); buf is the caller's own conversion buffer.
+func writeLEAt(f *os.File, buf []byte, v []float32, off int64) ([]byte, error) {
+	if len(v) == 0 {
+		return buf, nil
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+	if !littleEndian {
+		buf = slices.Grow(buf[:0], 4*len(v))[:4*len(v)]
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+		}
+		b = buf
+	}
+	_, err := f.WriteAt(b, off)
 	return buf, err
 }
 

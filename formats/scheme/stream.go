@@ -353,12 +353,17 @@ func (d *RowDecoder) fp8(dst []float32, lo, hi int, info *BandInfo) error {
 		k := r - lo
 		row, in := dst[k*s.cols:(k+1)*s.cols], codes[k*s.cols:(k+1)*s.cols]
 		srow := sv[(r/g.rowDiv-base)*g.cols:]
+		if !s.m.InverseScale && s.w.DType == safetensors.F8_E4M3 {
+			numeric.DecodeE4M3Blocks(row, in, srow, g.colDiv) // the row in one call
+			continue
+		}
 		for c0, j := 0, 0; c0 < s.cols; c0, j = c0+g.colDiv, j+1 {
 			c1 := min(c0+g.colDiv, s.cols)
-			if s.m.InverseScale {
+			switch {
+			case s.m.InverseScale:
 				divTable(&s.tab, row[c0:c1], in[c0:c1], srow[j])
-			} else {
-				mulTable(&s.tab, row[c0:c1], in[c0:c1], srow[j])
+			default:
+				numeric.MulTable(&s.tab, row[c0:c1], in[c0:c1], srow[j])
 			}
 		}
 	}
@@ -384,21 +389,6 @@ func (d *RowDecoder) fp8(dst []float32, lo, hi int, info *BandInfo) error {
 		}
 	}
 	return nil
-}
-
-// mulTable writes tab[in[i]]·scale: the FP8 decode fused with its scale.
-func mulTable(tab *[256]float32, out []float32, in []byte, scale float32) {
-	out = out[:len(in)]
-	n := len(in) &^ 7
-	for i := 0; i < n; i += 8 {
-		s := (*[8]byte)(in[i : i+8])
-		o := (*[8]float32)(out[i : i+8])
-		o[0], o[1], o[2], o[3] = tab[s[0]]*scale, tab[s[1]]*scale, tab[s[2]]*scale, tab[s[3]]*scale
-		o[4], o[5], o[6], o[7] = tab[s[4]]*scale, tab[s[5]]*scale, tab[s[6]]*scale, tab[s[7]]*scale
-	}
-	for i := n; i < len(in); i++ {
-		out[i] = tab[in[i]] * scale
-	}
 }
 
 // divTable writes tab[in[i]]/scale (GPT-QModel's inverse scales divide).

@@ -34,6 +34,9 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 			a.addBuckets(band.Values)
 			a.addMeta(&band.Meta)
 		}
+		if opt.Each != nil {
+			return opt.Each(w, band)
+		}
 		return nil
 	}, opt.Sink)
 	if err != nil {
@@ -89,8 +92,8 @@ func (a *acc) addBuckets(v []float32) {
 
 // addMoments adds one band in one pass: the extremes and the sums of
 // d = x − K and d² with K the worker's mean so far (the band's first value
-// for its first band), four lanes each so that no one dependency chain sets
-// the pace. With K near the mean the shifted sums lose nothing to
+// for its first band), in sixteen lanes (moments.go; AVX-512 where the CPU
+// has it). With K near the mean the shifted sums lose nothing to
 // cancellation (M2 = Σd² − (Σd)²/n, relative error about
 // ε·(1 + (mean−K)²/σ²)); bands merge by Chan et al.'s update. A band holding
 // NaN or ±inf takes the careful two-pass loop instead.
@@ -102,43 +105,26 @@ func (a *acc) addMoments(v []float32) {
 	if a.n == 0 {
 		k = float64(v[0])
 	}
-	n4 := len(v) &^ 3
-	inf := float32(math.Inf(1))
-	lo := [4]float32{inf, inf, inf, inf}
-	hi := [4]float32{-inf, -inf, -inf, -inf}
-	var s1, s2 [4]float64
-	for i := 0; i < n4; i += 4 {
-		q := (*[4]float32)(v[i : i+4])
-		for j, x := range q {
-			if math.Float32bits(x)&expMask == expMask { // NaN or ±inf
-				a.addCareful(v)
-				return
-			}
-			if x < lo[j] { // plain compares: the builtins' NaN handling costs
-				lo[j] = x
-			}
-			if x > hi[j] {
-				hi[j] = x
-			}
-			d := float64(x) - k
-			s1[j] += d
-			s2[j] += d * d
-		}
+	n16 := len(v) &^ 15
+	l := newLanes()
+	l.addLanes(v[:n16], k)
+	if l.nonFinite() {
+		a.addCareful(v)
+		return
 	}
-	l, h := min(lo[0], lo[1], lo[2], lo[3]), max(hi[0], hi[1], hi[2], hi[3])
-	t1, t2 := (s1[0]+s1[1])+(s1[2]+s1[3]), (s2[0]+s2[1])+(s2[2]+s2[3])
-	for _, x := range v[n4:] {
+	t1, t2, lo, hi := l.sums()
+	for _, x := range v[n16:] {
 		if math.Float32bits(x)&expMask == expMask {
 			a.addCareful(v)
 			return
 		}
-		l, h = min(l, x), max(h, x)
+		lo, hi = min(lo, x), max(hi, x)
 		d := float64(x) - k
 		t1 += d
 		t2 += d * d
 	}
 	n := float64(len(v))
-	a.min, a.max = min(a.min, l), max(a.max, h)
+	a.min, a.max = min(a.min, lo), max(a.max, hi)
 	a.mergeMoments(int64(len(v)), k+t1/n, max(t2-t1*t1/n, 0))
 }
 

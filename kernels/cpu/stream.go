@@ -15,8 +15,8 @@ import (
 // each of about opt.ChunkBytes of float32 output (at least one row), and each
 // worker's decoder keeps scratch for one band's stored bytes and scale rows
 // (no more than the band's output for any stored format). So the bound is
-// about 3·Workers·ChunkBytes (with the default 2 MiB chunks and 16 workers,
-// under 100 MiB), whatever the module's size; nothing is allocated per band
+// about 3·Workers·ChunkBytes (with the default 512 KiB chunks and 16 workers,
+// under 25 MiB), whatever the module's size; nothing is allocated per band
 // once the pool has grown.
 func (b *Backend) Dequantize(ctx context.Context, src kernels.RowSource, opt kernels.DequantOptions, sink func(*kernels.Band) error) error {
 	return b.stream(ctx, src, opt.ChunkBytes, opt.WantMeta, opt.Progress, opt.Each, sink)
