@@ -37,7 +37,7 @@ function count(n) {
 const fmtClass = f => "fmt fmt-" + String(f).replace(/[^a-z0-9]/g, "");
 const formatColor = f => {
   const v = { nvfp4: "--f-nvfp4", mxfp4: "--f-mxfp4", fp8: "--f-fp8", mxfp8: "--f-fp8" }[f] ||
-    (/^int/.test(f) ? "--f-int" : /^(bf16|f16|f32|f64)$/.test(f) ? "--f-dense" : "--f-other");
+    (/^int/.test(f) ? "--f-int" : /^(bf16|f16)$/.test(f) ? "--f-dense" : /^(f32|f64)$/.test(f) ? "--f-wide" : "--f-other");
   return `var(${v})`;
 };
 
