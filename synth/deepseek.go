@@ -295,23 +295,9 @@ func (d DeepSeekDims) WriteDeepSeekSparse(dir string, shards int, nvfp4 bool) er
 		for _, m := range mods[s*len(mods)/shards : (s+1)*len(mods)/shards] {
 			entries = append(entries, m.entries(store(m))...)
 		}
-		hdr, n, err := st.EncodeHeader(entries, map[string]string{"format": "pt"})
+		_, n, err := writeSparseShard(filepath.Join(dir, name), entries)
 		if err != nil {
 			return err
-		}
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		_, werr := f.Write(hdr)
-		if werr == nil {
-			werr = f.Truncate(int64(len(hdr)) + int64(n)) // sparse: no data written
-		}
-		if err := f.Close(); werr == nil {
-			werr = err
-		}
-		if werr != nil {
-			return werr
 		}
 		total += n
 		for _, e := range entries {

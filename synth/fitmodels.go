@@ -260,21 +260,7 @@ func WriteLlama70BFP8Shape(dir string) error {
 	var total uint64
 	for s, entries := range per {
 		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", s+1, shards)
-		hdr, n, err := st.EncodeHeader(entries, map[string]string{"format": "pt"})
-		if err != nil {
-			return err
-		}
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		_, err = f.Write(hdr)
-		if err == nil {
-			err = f.Truncate(int64(len(hdr)) + int64(n)) // sparse: no data written
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		_, n, err := writeSparseShard(filepath.Join(dir, name), entries)
 		if err != nil {
 			return err
 		}

@@ -151,23 +151,3 @@ func WriteLlamaSparse(dir string, s LlamaSpec, storage string) error {
 	}
 	return nil
 }
-
-func writeSparse(path string, hdr []byte, n uint64, fill func(*os.File) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(hdr); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Truncate(int64(len(hdr)) + int64(n)); err != nil { // sparse: the weights are holes
-		f.Close()
-		return err
-	}
-	if err := fill(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}

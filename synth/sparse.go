@@ -162,26 +162,11 @@ func WriteDeepSeekR1FP4Shape(dir string, shards int) (headerBytes, jsonBytes int
 		}
 		entries := all[next:end]
 		next = end
-		hdr, n, err := st.EncodeHeader(entries, map[string]string{"format": "pt"})
+		hl, _, err := writeSparseShard(filepath.Join(dir, name), entries)
 		if err != nil {
 			return 0, 0, err
 		}
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return 0, 0, err
-		}
-		if _, err := f.Write(hdr); err != nil {
-			f.Close()
-			return 0, 0, err
-		}
-		if err := f.Truncate(int64(len(hdr)) + int64(n)); err != nil { // sparse: no data written
-			f.Close()
-			return 0, 0, err
-		}
-		if err := f.Close(); err != nil {
-			return 0, 0, err
-		}
-		headerBytes += int64(len(hdr))
+		headerBytes += hl
 		for _, e := range entries {
 			weightMap[e.Name] = name
 		}
@@ -200,4 +185,37 @@ func WriteDeepSeekR1FP4Shape(dir string, shards int) (headerBytes, jsonBytes int
 		jsonBytes += int64(len(b))
 	}
 	return headerBytes, jsonBytes, nil
+}
+
+// writeSparse writes hdr and leaves the n data bytes after it a hole (the
+// file system allocates nothing for them); fill may then write some of them.
+func writeSparse(path string, hdr []byte, n uint64, fill func(*os.File) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(hdr); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Truncate(int64(len(hdr)) + int64(n)); err != nil { // sparse: the weights are holes
+		f.Close()
+		return err
+	}
+	if err := fill(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeSparseShard writes a safetensors file whose header lists entries and
+// whose data is a hole of the size they need; it returns the header's and
+// the data's sizes.
+func writeSparseShard(path string, entries []st.Entry) (headerLen int64, dataLen uint64, err error) {
+	hdr, n, err := st.EncodeHeader(entries, map[string]string{"format": "pt"})
+	if err != nil {
+		return 0, 0, err
+	}
+	return int64(len(hdr)), n, writeSparse(path, hdr, n, func(*os.File) error { return nil })
 }
