@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -42,45 +40,11 @@ var openRE = regexp.MustCompile(`^open (http://[^/]+)/\?token=([0-9a-f]{48})$`)
 // startServe runs `quantscope serve ARGS` and reads the URL it prints.
 func startServe(t *testing.T, args ...string) *served {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "QUANTSCOPE_RUN_MAIN=1", "QUANTSCOPE_ARGS="+strings.Join(append([]string{"serve"}, args...), " "))
 	s := &served{}
-	cmd.Stderr = lockedWriter{s}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	timeout := time.After(60 * time.Second)
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("serve ended before printing its URL: %s", s.Stderr())
-			}
-			if m := openRE.FindStringSubmatch(l); m != nil {
-				s.base, s.token, s.openLine = m[1], m[2], l
-				go func() {
-					for range lines {
-					}
-				}()
-				return s
-			}
-		case <-timeout:
-			t.Fatal("serve printed no URL with a token")
-		}
-	}
+	l := startProcess(t, append([]string{"serve"}, args...), lockedWriter{s}, 60*time.Second, openRE.MatchString)
+	m := openRE.FindStringSubmatch(l)
+	s.base, s.token, s.openLine = m[1], m[2], l
+	return s
 }
 
 func wsURL(base, token string) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,8 +20,20 @@ import (
 // address it printed.
 func startMain(t *testing.T, args ...string) string {
 	t.Helper()
+	l := startProcess(t, args, nil, 30*time.Second, func(l string) bool { return strings.Contains(l, " on http://") })
+	return l[strings.Index(l, " on http://")+4:]
+}
+
+// startProcess runs the quantscope main (this test binary re-executed) with
+// args, stderr to stderr when given, and returns the first stdout line match
+// accepts; the rest of stdout is drained. The process is killed at cleanup.
+func startProcess(t *testing.T, args []string, stderr io.Writer, within time.Duration, match func(string) bool) string {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "QUANTSCOPE_RUN_MAIN=1", "QUANTSCOPE_ARGS="+strings.Join(args, " "))
+	if stderr != nil {
+		cmd.Stderr = stderr
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -37,22 +50,22 @@ func startMain(t *testing.T, args ...string) string {
 		}
 		close(lines)
 	}()
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(within)
 	for {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatal("process ended before serving")
+				t.Fatalf("quantscope %s ended before printing what was awaited", args[0])
 			}
-			if i := strings.Index(l, " on http://"); i >= 0 {
+			if match(l) {
 				go func() {
 					for range lines {
 					}
 				}()
-				return l[i+4:]
+				return l
 			}
 		case <-timeout:
-			t.Fatal("no address printed")
+			t.Fatalf("quantscope %s printed nothing awaited within %v", args[0], within)
 		}
 	}
 }
