@@ -1,11 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,34 +13,12 @@ import (
 
 var openLine = regexp.MustCompile(`^open (http://\S+)/\?token=([0-9a-f]+)$`)
 
-// serveToken starts `quantscope serve` and returns the page URL it prints
-// (with the launch's token) and the base URL.
+// serveToken starts `quantscope serve` and returns the base URL and the
+// launch's token from the page URL it prints.
 func serveToken(t *testing.T, args ...string) (base, token string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "quantscope"), append([]string{"serve", "--addr", "127.0.0.1:0", "--wasm", binDir}, args...)...)
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	deadline := time.Now().Add(60 * time.Second)
-	for sc.Scan() && time.Now().Before(deadline) {
-		if m := openLine.FindStringSubmatch(sc.Text()); m != nil {
-			go func() {
-				for sc.Scan() {
-				}
-			}()
-			return m[1], m[2]
-		}
-	}
-	t.Fatal("serve printed no URL with a token")
-	return "", ""
+	m := openLine.FindStringSubmatch(serveLine(t, openLine.MatchString, args...))
+	return m[1], m[2]
 }
 
 // The page opened with the URL `serve` prints connects to the companion with

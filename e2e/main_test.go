@@ -95,6 +95,15 @@ func setup() (int, error) {
 // serve starts `quantscope serve` with the given flags and returns its URL.
 func serve(t *testing.T, args ...string) string {
 	t.Helper()
+	line := serveLine(t, func(l string) bool { return strings.Contains(l, " on http://") }, args...)
+	return line[strings.Index(line, " on http://")+4:]
+}
+
+// serveLine starts `quantscope serve` on a free loopback port with the
+// given flags and returns the first stdout line match accepts (the rest is
+// drained); the process is killed at cleanup.
+func serveLine(t *testing.T, match func(string) bool, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "quantscope"), append([]string{"serve", "--addr", "127.0.0.1:0", "--wasm", binDir}, args...)...)
 	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
 	out, err := cmd.StdoutPipe()
@@ -109,15 +118,15 @@ func serve(t *testing.T, args ...string) string {
 	sc := bufio.NewScanner(out)
 	deadline := time.Now().Add(60 * time.Second)
 	for sc.Scan() && time.Now().Before(deadline) {
-		if line := sc.Text(); strings.Contains(line, " on http://") {
+		if line := sc.Text(); match(line) {
 			go func() { // sc.Text's buffer is reused by this Scan: read the line first
 				for sc.Scan() {
 				}
 			}()
-			return line[strings.Index(line, " on http://")+4:]
+			return line
 		}
 	}
-	t.Fatal("serve printed no address")
+	t.Fatal("serve printed no line awaited")
 	return ""
 }
 
