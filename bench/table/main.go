@@ -18,6 +18,7 @@ import (
 
 type series struct {
 	mbps, nsop, ratio []float64
+	scaling           []float64 // two workers against one, in alternation
 	evals             []float64 // the mse sweep's candidate evaluations per second
 	gflops, tokens    []float64 // GEMM GFLOP/s; decoder tokens/s
 	peakMiB           []float64 // a forward's peak heap
@@ -52,6 +53,8 @@ func main() {
 				s.nsop = append(s.nsop, v)
 			case "%memmove":
 				s.ratio = append(s.ratio, v)
+			case "x2/1":
+				s.scaling = append(s.scaling, v)
 			case "evals/s":
 				s.evals = append(s.evals, v)
 			case "GFLOP/s":
@@ -114,17 +117,21 @@ func main() {
 		ms := slices.Min(p.nsop) / 1e6
 		fmt.Printf("| parse a 2,300-tensor header (one DeepSeek-R1-FP4 shard) | %.2f ms | | < 5 ms | %s |\n", ms, yes(ms < 5))
 	}
-	// Whole modules through the streamed pipeline (kernels/cpu), 1 and 2 workers.
+	// Whole modules through the streamed pipeline (kernels/cpu), 1 and 2
+	// workers, and two workers against one timed in alternation.
 	mod := func(label, bench string) {
 		a, b := res[bench+"/workers=1"], res[bench+"/workers=2"]
-		if a == nil || b == nil {
+		s64, s256 := res[bench+"/scaling/out=64MiB"], res[bench+"/scaling/out=256MiB"]
+		if a == nil || b == nil || s64 == nil || s256 == nil {
 			return
 		}
 		r1, r2 := median(a.ratio), median(b.ratio)
-		fmt.Printf("| %s | %.0f%% of memmove | %.0f%% of memmove | %.2f× | ≥ 50%%, ≥ 1.7× | %s, %s |\n", label, r1, r2, r2/r1, yes(r1 >= 50), yes(r2/r1 >= 1.7))
+		x64, x256 := median(s64.scaling), median(s256.scaling)
+		fmt.Printf("| %s | %.0f%% of memmove | %.0f%% of memmove | %.2f× (64 MiB), %.2f× (256 MiB) | ≥ 50%%, ≥ 1.7× | %s, %s (64 MiB), %s (256 MiB) |\n",
+			label, r1, r2, x64, x256, yes(r1 >= 50), yes(x64 >= 1.7), yes(x256 >= 1.7))
 	}
 	if res["BenchmarkRatioModuleNVFP4/workers=1"] != nil || res["BenchmarkRatioModuleFP8Block/workers=1"] != nil {
-		fmt.Printf("\n| module dequantization, streamed (2048×8192, 64 MiB out) | 1 core | 2 cores | 2 cores / 1 core | target | met |\n|---|---|---|---|---|---|\n")
+		fmt.Printf("\n| module dequantization, streamed (2048×8192, 64 MiB out) | 1 core | 2 cores | 2 cores / 1 core, in alternation | target | met |\n|---|---|---|---|---|---|\n")
 		mod("NVFP4 (ModelOpt)", "BenchmarkRatioModuleNVFP4")
 		mod("FP8 128×128 blocks (DeepSeek)", "BenchmarkRatioModuleFP8Block")
 	}

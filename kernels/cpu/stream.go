@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/quantscope/quantscope/kernels"
 )
@@ -11,13 +12,13 @@ import (
 // Dequantize decodes src in bands of rows on every worker and hands them to
 // sink in row order.
 //
-// Working set: at most 2·Workers bands exist at once (a fixed pool, reused),
-// each of about opt.ChunkBytes of float32 output (at least one row), and each
-// worker's decoder keeps scratch for one band's stored bytes and scale rows
-// (no more than the band's output for any stored format). So the bound is
-// about 3·Workers·ChunkBytes (with the default 512 KiB chunks and 16 workers,
-// under 25 MiB), whatever the module's size; nothing is allocated per band
-// once the pool has grown.
+// Working set: each worker owns bandsPerWorker (3) bands, each of about
+// opt.ChunkBytes of float32 output (at least one row), and its decoder keeps
+// scratch for one band's stored bytes and scale rows (no more than the
+// band's output for any stored format). So the bound is about
+// 4·Workers·ChunkBytes (with the default 512 KiB chunks and 16 workers, 32
+// MiB), whatever the module's size; nothing is allocated per band, and the
+// bands are kept for the next stream (bandPool).
 func (b *Backend) Dequantize(ctx context.Context, src kernels.RowSource, opt kernels.DequantOptions, sink func(*kernels.Band) error) error {
 	return b.stream(ctx, src, opt.ChunkBytes, opt.WantMeta, opt.Progress, opt.Each, sink)
 }
@@ -29,13 +30,17 @@ func grow[T any](b []T, n int) []T {
 	return b[:n]
 }
 
-// stream is the pipeline under Dequantize and Stats: a dispatcher hands
-// bands from the pool to the workers in row order; each worker decodes its
-// band and runs work(worker, band) on it; the calling goroutine puts the
-// finished bands back in order, calls sink and reports progress, then
-// returns the band to the pool. ctx is checked before each band is handed
-// out and before each is decoded, so a cancel stops every worker within the
-// band it is decoding.
+// stream is the pipeline under Dequantize and Stats. Each worker owns a few
+// bands; it claims the next band index (an atomic counter, so no goroutine
+// hands work out), decodes into one of its own bands and runs
+// work(worker, band) on it, then offers the band for delivery. Whichever
+// worker completes the prefix of bands in row order delivers them: it calls
+// sink and reports progress for each, outside the lock, and sends the band
+// back to the worker that owns it. There is no dispatcher or collector
+// goroutine: on a 2-core VM their wake-ups (a futex per band) left the
+// second core idle a third of the time. ctx is checked before each band is
+// claimed and before each is delivered, so a cancel stops every worker
+// within the band it is decoding and nothing reaches the sink after it.
 func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, meta bool, progress kernels.Progress,
 	work func(worker int, band *kernels.Band) error, sink func(*kernels.Band) error) error {
 	rows, cols := src.Shape()
@@ -49,105 +54,165 @@ func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	pool := 2 * workers
-	free := make(chan *kernels.Band, pool)
-	for range pool {
-		free <- &kernels.Band{Cols: cols}
-	}
-	type job struct {
-		i    int
-		band *kernels.Band
-	}
-	type done struct {
-		job
-		err error
-	}
-	jobs := make(chan job)
-	results := make(chan done, pool) // never blocks: at most pool bands are out
-	go func() {
-		defer close(jobs)
-		for i := range nb {
+	d := &deliverer{ring: make([]owned, workers*bandsPerWorker), sink: sink, progress: progress, rows: rows, cancel: cancel, ctx: ctx}
+	var claim atomic.Int64
+	homes := make([]chan *kernels.Band, workers)
+	run := func(w int) {
+		home := make(chan *kernels.Band, bandsPerWorker)
+		homes[w] = home
+		for range bandsPerWorker {
+			band, _ := bandPool.Get().(*kernels.Band)
+			if band == nil {
+				band = new(kernels.Band)
+			}
+			band.Cols = cols
+			home <- band
+		}
+		dec := src.NewDecoder()
+		for {
 			var band *kernels.Band
 			select {
-			case band = <-free:
+			case band = <-home:
 			case <-ctx.Done():
+				return
+			}
+			i := int(claim.Add(1) - 1)
+			if i >= nb || ctx.Err() != nil {
+				home <- band
 				return
 			}
 			band.Lo, band.Hi = i*per, min((i+1)*per, rows)
-			select {
-			case jobs <- job{i, band}:
-			case <-ctx.Done():
+			band.Values = grow(band.Values, (band.Hi-band.Lo)*cols)
+			var m *kernels.BandMeta
+			if meta {
+				band.Meta.Reset()
+				m = &band.Meta
+			}
+			err := dec.Decode(band.Values, band.Lo, band.Hi, m)
+			if err == nil && work != nil {
+				err = work(w, band)
+			}
+			if err != nil {
+				home <- band
+				d.fail(err)
 				return
 			}
+			d.offer(i, owned{band, home})
 		}
-	}()
+	}
+	// The calling goroutine is worker 0: one goroutine fewer to wake.
 	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			dec := src.NewDecoder()
-			for j := range jobs {
-				err := ctx.Err()
-				if err == nil {
-					band := j.band
-					band.Values = grow(band.Values, (band.Hi-band.Lo)*cols)
-					var m *kernels.BandMeta
-					if meta {
-						band.Meta.Reset()
-						m = &band.Meta
-					}
-					if err = dec.Decode(band.Values, band.Lo, band.Hi, m); err == nil && work != nil {
-						err = work(w, band)
-					}
-				}
-				results <- done{j, err}
-			}
-		})
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { run(w) })
 	}
-	go func() { wg.Wait(); close(results) }()
-
-	pending := make(map[int]*kernels.Band, pool)
-	next := 0
-	var first error
-	for r := range results {
-		if first != nil {
-			continue // draining after an error
-		}
-		if r.err != nil {
-			first = r.err
-			cancel()
-			continue
-		}
-		pending[r.i] = r.band
-		for band, ok := pending[next]; ok; band, ok = pending[next] {
-			delete(pending, next)
-			if err := ctx.Err(); err != nil { // nothing reaches the sink after a cancel
-				first = err
-				break
-			}
-			if sink != nil {
-				if err := sink(band); err != nil {
-					first = err
-					cancel()
-					break
-				}
-			}
-			next++
-			if progress != nil {
-				progress(int64(band.Hi), int64(rows))
-			}
-			free <- band
+	run(0)
+	wg.Wait()
+	// Every worker has stopped: the bands are home or, after an error, left
+	// in the ring. Keep them for the next stream.
+	for _, home := range homes {
+		for len(home) > 0 {
+			bandPool.Put(<-home)
 		}
 	}
+	for _, o := range d.ring {
+		if o.band != nil {
+			bandPool.Put(o.band)
+		}
+	}
+	first := d.first
 	switch {
 	case first != nil && parent.Err() != nil:
 		return parent.Err()
 	case first != nil:
 		return first
-	case next < nb:
+	case d.next < nb:
 		if err := parent.Err(); err != nil {
 			return err
 		}
 		return errors.New("cpu: stream ended early")
 	}
 	return nil
+}
+
+// bandPool keeps bands between streams, so that a stream of a small module
+// allocates nothing once the pool has grown.
+var bandPool sync.Pool
+
+// bandsPerWorker is how many bands each worker owns: one being decoded and
+// two waiting for delivery while a slower worker finishes the band before
+// them.
+const bandsPerWorker = 3
+
+// owned is a decoded band and the channel of the worker that owns it.
+type owned struct {
+	band *kernels.Band
+	home chan<- *kernels.Band
+}
+
+// deliverer puts decoded bands back in row order. Every band not yet
+// delivered belongs to a worker and was claimed after every band before it,
+// so at most len(ring) consecutive bands from next on are waiting: band i
+// waits in ring[i % len(ring)].
+type deliverer struct {
+	mu         sync.Mutex
+	ring       []owned
+	next       int
+	delivering bool
+	first      error
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	sink     func(*kernels.Band) error
+	progress kernels.Progress
+	rows     int
+}
+
+func (d *deliverer) fail(err error) {
+	d.mu.Lock()
+	if d.first == nil {
+		d.first = err
+	}
+	d.mu.Unlock()
+	d.cancel()
+}
+
+// offer hands over band i. If it completes the delivered prefix and no other
+// worker is delivering, this worker delivers it and every band after it
+// already waiting.
+func (d *deliverer) offer(i int, o owned) {
+	d.mu.Lock()
+	d.ring[i%len(d.ring)] = o
+	if d.delivering || i != d.next {
+		d.mu.Unlock()
+		return
+	}
+	d.delivering = true
+	for {
+		slot := &d.ring[d.next%len(d.ring)]
+		o := *slot
+		if o.band == nil {
+			break
+		}
+		*slot = owned{}
+		d.mu.Unlock()
+		err := d.ctx.Err()
+		if err == nil && d.sink != nil {
+			err = d.sink(o.band)
+		}
+		if err == nil && d.progress != nil {
+			d.progress(int64(o.band.Hi), int64(d.rows))
+		}
+		o.home <- o.band // never blocks: the channel holds all its owner's bands
+		d.mu.Lock()
+		if err != nil {
+			if d.first == nil {
+				d.first = err
+			}
+			d.cancel()
+			break
+		}
+		d.next++
+	}
+	d.delivering = false
+	d.mu.Unlock()
 }

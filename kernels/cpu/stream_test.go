@@ -144,7 +144,7 @@ func TestDequantizeErrors(t *testing.T) {
 func TestDequantizeMemoryBound(t *testing.T) {
 	const rows, cols, chunk, workers = 16384, 1024, 256 << 10, 2 // 64 MiB of output
 	src := &genSource{rows: rows, cols: cols, f: func(r, c int) float32 { return float32(c) }}
-	bound := uint64(3 * workers * chunk)
+	bound := uint64(3 * workers * chunk) // bandsPerWorker bands a worker; genSource keeps no scratch
 	runtime.GC()
 	var before, now runtime.MemStats
 	runtime.ReadMemStats(&before)
