@@ -98,22 +98,40 @@ func (p *QuantizeParams) block() ([2]int, error) {
 }
 
 // moduleWeight reads a module's logical weight as a float32 [out, in]
-// matrix (dequantized from whatever format it is stored in).
-func moduleWeight(env Env, module string) (*scheme.Module, kernels.Matrix, error) {
+// matrix (dequantized from whatever format it is stored in) through the
+// backend's streamed decode: on every core, cancelled between bands (so a
+// cancel does not wait for the read), and reported to progress as the
+// first half of the operation. It returns the progress to hand the
+// operation's second half (the kernel's own done/total, mapped onto the
+// upper half).
+func moduleWeight(ctx context.Context, env Env, module string) (*scheme.Module, kernels.Matrix, kernels.Progress, error) {
 	c := env.Checkpoint
 	m, ok := c.Module(module)
 	if !ok || m.Name != module {
-		return nil, kernels.Matrix{}, fmt.Errorf("%s: no module named %q", c.Source.Name(), module)
+		return nil, kernels.Matrix{}, nil, fmt.Errorf("%s: no module named %q", c.Source.Name(), module)
 	}
 	if len(m.WeightShape) != 2 {
-		return nil, kernels.Matrix{}, fmt.Errorf("module %q: rule quantize-shape: weight shape %v is not a 2-D [out, in] matrix", module, m.WeightShape)
+		return nil, kernels.Matrix{}, nil, fmt.Errorf("module %q: rule quantize-shape: weight shape %v is not a 2-D [out, in] matrix", module, m.WeightShape)
 	}
-	rows, cols := m.Matrix2D()
-	v, err := scheme.Dequantize(m, c, 0, int(rows))
+	src, err := ModuleSource(m, c)
 	if err != nil {
-		return nil, kernels.Matrix{}, err
+		return nil, kernels.Matrix{}, nil, err
 	}
-	return m, kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: v}, nil
+	rows, cols := src.Shape()
+	w := kernels.Matrix{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
+	var read, rest kernels.Progress
+	if p := env.Progress; p != nil {
+		read = func(done, total int64) { p(done, 2*total) }
+		rest = func(done, total int64) { p(total+done, 2*total) }
+	}
+	err = env.Backend.Dequantize(ctx, src, kernels.DequantOptions{Progress: read}, func(b *kernels.Band) error {
+		copy(w.Data[b.Lo*cols:b.Hi*cols], b.Values)
+		return nil
+	})
+	if err != nil {
+		return nil, kernels.Matrix{}, nil, err
+	}
+	return m, w, rest, nil
 }
 
 // ReadActivations reads a little-endian float32 file of [tokens, in] values.
@@ -147,7 +165,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 	if p.Recipe == kernels.RecipeLocalHessian && p.Data == "" {
 		return nil, fmt.Errorf("quantize: rule local-hessian-data: recipe local_hessian needs calibration activations (--data FILE: little-endian float32 [tokens, in])")
 	}
-	m, w, err := moduleWeight(env, module)
+	m, w, progress, err := moduleWeight(ctx, env, module)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +183,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 				return nil, err
 			}
 		}
-		r, err := env.Backend.QuantizeNVFP4(ctx, w, opt, env.Progress)
+		r, err := env.Backend.QuantizeNVFP4(ctx, w, opt, progress)
 		if err != nil {
 			return nil, fmt.Errorf("module %q: %w", module, err)
 		}
@@ -174,7 +192,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 	} else {
 		fmt8 := strings.TrimPrefix(p.Format, "fp8_")
 		inverse := p.Naming == scheme.NamingGPTQM
-		r, err := env.Backend.QuantizeFP8(ctx, w, kernels.FP8Options{Format: fmt8, Scale: p.Scale, Block: blk, Inverse: inverse}, env.Progress)
+		r, err := env.Backend.QuantizeFP8(ctx, w, kernels.FP8Options{Format: fmt8, Scale: p.Scale, Block: blk, Inverse: inverse}, progress)
 		if err != nil {
 			return nil, fmt.Errorf("module %q: %w", module, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -291,5 +292,64 @@ func TestQuantizePath(t *testing.T) {
 	res, err = run(dir, "")
 	if err != nil || res.Files[0].Path != "" || string(res.Files[0].Data) != string(on) {
 		t.Fatalf("without a path the bytes come back, the same as written: %v", err)
+	}
+}
+
+// Reading the module's weight is the first half of quantize and report: it
+// reports progress as it goes and a cancel stops it between bands, before
+// the kernel starts, instead of waiting for the whole read.
+func TestQuantizeReadProgressAndCancel(t *testing.T) {
+	const rows, cols = 4096, 256 // 8 bands of 512 KiB
+	srcPath, _, _ := denseSource(t, rows, cols)
+	src := load(t, srcPath)
+	params := map[string]json.RawMessage{"quantize": json.RawMessage(`{"format":"nvfp4","recipe":"max"}`), "report": nil}
+	for _, name := range []string{"quantize", "report"} {
+		op, _ := Lookup(name)
+		// Uncancelled: progress rises through the read (first half) and the
+		// kernel (second half) to the end, never backwards.
+		var last float64
+		var halves [2]int
+		env := Env{Checkpoint: src, Backend: cpu.New(), Progress: func(done, total int64) {
+			f := float64(done) / float64(total)
+			if f < last {
+				t.Errorf("%s: progress went back from %.3f to %.3f", name, last, f)
+			}
+			last = f
+			if f <= 0.5 {
+				halves[0]++
+				if total != 2*rows || done%512 != 0 { // the read's bands of 512 rows
+					t.Errorf("%s: read progress %d/%d, want bands of 512 rows out of 2×%d", name, done, total, rows)
+				}
+			} else {
+				halves[1]++
+			}
+		}}
+		if _, err := op(context.Background(), env, testModule, params[name]); err != nil {
+			t.Fatal(err)
+		}
+		if last != 1 || halves[0] < 8 || halves[1] == 0 {
+			t.Errorf("%s: progress ended at %.3f with %v reports in the read and the kernel halves", name, last, halves)
+		}
+		// Cancelled after the read's second band: the op returns
+		// context.Canceled without reaching the kernel's half.
+		ctx, cancel := context.WithCancel(context.Background())
+		calls, beyond := 0, false
+		env.Progress = func(done, total int64) {
+			calls++
+			if calls == 2 {
+				cancel()
+			}
+			if float64(done)/float64(total) > 0.5 {
+				beyond = true
+			}
+		}
+		_, err := op(ctx, env, testModule, params[name])
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s cancelled during the read: err %v, want context.Canceled", name, err)
+		}
+		if beyond || calls > 2+2 { // bands already decoding when the cancel came may still count
+			t.Errorf("%s: %d progress reports after a cancel at the second (kernel reached: %v)", name, calls, beyond)
+		}
 	}
 }

@@ -44,7 +44,7 @@ func reportOp(ctx context.Context, env Env, module string, raw json.RawMessage) 
 	if p.Format != "" && p.Format != "nvfp4" {
 		return nil, fmt.Errorf("report: rule report-format: the recipe report compares NVFP4 block-scale recipes; format %q has none", p.Format)
 	}
-	_, w, err := moduleWeight(env, module)
+	_, w, progress, err := moduleWeight(ctx, env, module)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func reportOp(ctx context.Context, env Env, module string, raw json.RawMessage) 
 			return nil, err
 		}
 	}
-	rep, err := env.Backend.RecipeReport(ctx, w, opt, env.Progress)
+	rep, err := env.Backend.RecipeReport(ctx, w, opt, progress)
 	if err != nil {
 		return nil, fmt.Errorf("module %q: %w", module, err)
 	}
