@@ -202,11 +202,12 @@ func TestHeavyCancel(t *testing.T) {
 	waitJS(t, c, "companion.connected() && document.body.dataset.loaded === "+jsQuote(repo), 60*time.Second)
 	waitJS(t, c, `!document.getElementById("heavy-actions").hidden`, 10*time.Second)
 	eval[bool](t, c, `(document.getElementById("heavy-report").click(), true)`)
-	// Cancel in the mse sweep: the report runs max (the first quarter of its
-	// progress), then mse, four_six and least_squares, seconds of work left.
+	// Cancel in the mse sweep: the report reads the weight (the first fifth
+	// of its progress), runs max (the next fifth), then mse, four_six and
+	// least_squares, seconds of work left.
 	waitJS(t, c, `(() => { const b = document.getElementById("heavy-progress"), v = Number(b.getAttribute("aria-valuenow"));
-		return /^recipe report: \d+ %/.test(b.querySelector(".label").textContent) && v >= 26; })()`, 60*time.Second)
-	if v := eval[float64](t, c, `Number(document.getElementById("heavy-progress").getAttribute("aria-valuenow"))`); v >= 50 {
+		return /^recipe report: \d+ %/.test(b.querySelector(".label").textContent) && v >= 41; })()`, 60*time.Second)
+	if v := eval[float64](t, c, `Number(document.getElementById("heavy-progress").getAttribute("aria-valuenow"))`); v >= 60 {
 		t.Fatalf("the report was %v%% done before the cancel: the module is too small to test it", v)
 	}
 	if eval[bool](t, c, `document.getElementById("heavy-stats").disabled === false`) {
@@ -223,6 +224,20 @@ func TestHeavyCancel(t *testing.T) {
 	time.Sleep(time.Second)
 	if st := clickHeavy(t, c, "heavy-stats"); st != "done" {
 		t.Fatalf("the job after the cancelled one ended %s: %s", st, eval[string](t, c, `document.getElementById("heavy-status").textContent`))
+	}
+	// Closing the module panel cancels its running job: the only slot is
+	// free again for a job on the reopened panel.
+	eval[bool](t, c, `(document.getElementById("heavy-report").click(), true)`)
+	waitJS(t, c, `Number(document.getElementById("heavy-progress").getAttribute("aria-valuenow")) >= 41`, 60*time.Second)
+	eval[bool](t, c, `(document.getElementById("panel-close").click(), true)`)
+	waitJS(t, c, `["done", "error", "cancelled"].includes(document.getElementById("heavy").dataset.state)`, 60*time.Second)
+	if st := eval[string](t, c, `document.getElementById("heavy").dataset.state`); st != "cancelled" {
+		t.Errorf("the report running when the panel closed ended %s, want cancelled", st)
+	}
+	eval[bool](t, c, `(openModule(`+jsQuote(heavyModule)+`, true), true)`)
+	waitJS(t, c, `!document.getElementById("panel").hidden && !document.getElementById("heavy-actions").hidden`, 10*time.Second)
+	if st := clickHeavy(t, c, "heavy-stats"); st != "done" {
+		t.Fatalf("the job after closing the panel on a running one ended %s: %s", st, eval[string](t, c, `document.getElementById("heavy-status").textContent`))
 	}
 }
 

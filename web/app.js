@@ -479,6 +479,7 @@ function fillTensors(t, list) {
 }
 
 function closePanel(push) {
+  if (typeof Heavy !== "undefined") Heavy.close();
   $("panel").hidden = true;
   document.body.classList.remove("panel-open");
   state.module = "";

@@ -296,6 +296,13 @@ const Heavy = (() => {
       mk("p", { class: "small", text: `${q.format} · ${q.recipe} · ${q.naming} naming · tensors ${q.tensors.join(", ")}` }));
   }
 
+  // close is called when the module panel closes (or the page loads another
+  // source): a job still running for the module is cancelled, as a closed
+  // terminal would stop the command.
+  function close() {
+    if (st.job) cancel();
+  }
+
   document.addEventListener("DOMContentLoaded", build);
-  return { open, errorLine };
+  return { open, close, errorLine };
 })();

@@ -101,9 +101,9 @@ func (p *QuantizeParams) block() ([2]int, error) {
 // matrix (dequantized from whatever format it is stored in) through the
 // backend's streamed decode: on every core, cancelled between bands (so a
 // cancel does not wait for the read), and reported to progress as the
-// first half of the operation. It returns the progress to hand the
-// operation's second half (the kernel's own done/total, mapped onto the
-// upper half).
+// first fifth of the operation (a read decodes at memory speed; the kernels
+// after it do more work a value). It returns the progress to hand the
+// kernel (its own done/total, mapped onto the other four fifths).
 func moduleWeight(ctx context.Context, env Env, module string) (*scheme.Module, kernels.Matrix, kernels.Progress, error) {
 	c := env.Checkpoint
 	m, ok := c.Module(module)
@@ -121,8 +121,8 @@ func moduleWeight(ctx context.Context, env Env, module string) (*scheme.Module, 
 	w := kernels.Matrix{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
 	var read, rest kernels.Progress
 	if p := env.Progress; p != nil {
-		read = func(done, total int64) { p(done, 2*total) }
-		rest = func(done, total int64) { p(total+done, 2*total) }
+		read = func(done, total int64) { p(done, 5*total) }
+		rest = func(done, total int64) { p(total+4*done, 5*total) }
 	}
 	err = env.Backend.Dequantize(ctx, src, kernels.DequantOptions{Progress: read}, func(b *kernels.Band) error {
 		copy(w.Data[b.Lo*cols:b.Hi*cols], b.Values)
