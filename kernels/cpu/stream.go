@@ -56,9 +56,9 @@ func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, 
 
 	d := &deliverer{ring: make([]owned, workers*bandsPerWorker), sink: sink, progress: progress, rows: rows, cancel: cancel, ctx: ctx}
 	var claim atomic.Int64
-	homes := make([]chan *kernels.Band, workers)
+	homes := make([]*homeBands, workers)
 	run := func(w int) {
-		home := make(chan *kernels.Band, bandsPerWorker)
+		home := &homeBands{wake: make(chan struct{}, 1)}
 		homes[w] = home
 		for range bandsPerWorker {
 			band, _ := bandPool.Get().(*kernels.Band)
@@ -66,19 +66,17 @@ func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, 
 				band = new(kernels.Band)
 			}
 			band.Cols = cols
-			home <- band
+			home.put(band)
 		}
 		dec := src.NewDecoder()
 		for {
-			var band *kernels.Band
-			select {
-			case band = <-home:
-			case <-ctx.Done():
+			band := home.get(ctx)
+			if band == nil {
 				return
 			}
 			i := int(claim.Add(1) - 1)
 			if i >= nb || ctx.Err() != nil {
-				home <- band
+				home.put(band)
 				return
 			}
 			band.Lo, band.Hi = i*per, min((i+1)*per, rows)
@@ -93,7 +91,7 @@ func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, 
 				err = work(w, band)
 			}
 			if err != nil {
-				home <- band
+				home.put(band)
 				d.fail(err)
 				return
 			}
@@ -110,8 +108,8 @@ func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, 
 	// Every worker has stopped: the bands are home or, after an error, left
 	// in the ring. Keep them for the next stream.
 	for _, home := range homes {
-		for len(home) > 0 {
-			bandPool.Put(<-home)
+		for _, band := range home.free {
+			bandPool.Put(band)
 		}
 	}
 	for _, o := range d.ring {
@@ -143,10 +141,49 @@ var bandPool sync.Pool
 // them.
 const bandsPerWorker = 3
 
-// owned is a decoded band and the channel of the worker that owns it.
+// owned is a decoded band and the worker's home it goes back to.
 type owned struct {
 	band *kernels.Band
-	home chan<- *kernels.Band
+	home *homeBands
+}
+
+// homeBands holds a worker's free bands as a stack: the band delivered
+// last, still in the core's cache, is the one decoded into next (a FIFO
+// would cycle every band through the cache).
+type homeBands struct {
+	mu   sync.Mutex
+	free []*kernels.Band
+	wake chan struct{} // a band came home (capacity 1)
+}
+
+func (h *homeBands) put(b *kernels.Band) {
+	h.mu.Lock()
+	h.free = append(h.free, b)
+	h.mu.Unlock()
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// get takes the band that came home last, waiting for one; nil once ctx is
+// done.
+func (h *homeBands) get(ctx context.Context) *kernels.Band {
+	for {
+		h.mu.Lock()
+		if n := len(h.free); n > 0 {
+			b := h.free[n-1]
+			h.free = h.free[:n-1]
+			h.mu.Unlock()
+			return b
+		}
+		h.mu.Unlock()
+		select {
+		case <-h.wake:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // deliverer puts decoded bands back in row order. Every band not yet
@@ -202,7 +239,7 @@ func (d *deliverer) offer(i int, o owned) {
 		if err == nil && d.progress != nil {
 			d.progress(int64(o.band.Hi), int64(d.rows))
 		}
-		o.home <- o.band // never blocks: the channel holds all its owner's bands
+		o.home.put(o.band)
 		d.mu.Lock()
 		if err != nil {
 			if d.first == nil {
