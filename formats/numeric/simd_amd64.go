@@ -1,5 +1,7 @@
 package numeric
 
+import "github.com/quantscope/quantscope/internal/cpufeat"
+
 // AVX-512 kernels for the two scaled decoders (simd_amd64.s); the Go loops
 // in e2m1.go and scaled.go compute the same values bit for bit (tested).
 
@@ -12,27 +14,9 @@ func e4m3ScaledAVX512(dst *float32, src *byte, n int, scale float32) int
 //go:noescape
 func e4m3BlocksAVX512(dst *float32, src *byte, n int, scales *float32, block int) int
 
-func cpuidex(leaf, sub uint32) (a, b, c, d uint32)
-func xgetbv0() uint32
-
 // hasAVX512 says whether AVX-512 F (with F16C and AVX2 for the 256-bit
-// steps) is usable: CPUID bits, and the YMM, opmask and ZMM state enabled
-// in XCR0.
-var hasAVX512 = func() bool {
-	maxLeaf, _, _, _ := cpuidex(0, 0)
-	if maxLeaf < 7 {
-		return false
-	}
-	_, _, c1, _ := cpuidex(1, 0)
-	if c1&(1<<27) == 0 || c1&(1<<28) == 0 || c1&(1<<29) == 0 { // OSXSAVE, AVX, F16C
-		return false
-	}
-	if xgetbv0()&0xE6 != 0xE6 {
-		return false
-	}
-	_, b7, _, _ := cpuidex(7, 0)
-	return b7&(1<<5) != 0 && b7&(1<<16) != 0 // AVX2, AVX-512 F
-}()
+// steps) is usable.
+var hasAVX512 = cpufeat.AVX512 && cpufeat.F16C
 
 // useAVX512 can be turned off by tests to compare both paths.
 var useAVX512 = hasAVX512

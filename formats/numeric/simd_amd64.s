@@ -110,24 +110,6 @@ done:
 	VZEROUPPER
 	RET
 
-// func cpuidex(leaf, sub uint32) (a, b, c, d uint32)
-TEXT ·cpuidex(SB), NOSPLIT, $0-24
-	MOVL leaf+0(FP), AX
-	MOVL sub+4(FP), CX
-	CPUID
-	MOVL AX, a+8(FP)
-	MOVL BX, b+12(FP)
-	MOVL CX, c+16(FP)
-	MOVL DX, d+20(FP)
-	RET
-
-// func xgetbv0() uint32
-TEXT ·xgetbv0(SB), NOSPLIT, $0-4
-	MOVL $0, CX
-	XGETBV
-	MOVL AX, ret+0(FP)
-	RET
-
 // func e4m3BlocksAVX512(dst *float32, src *byte, n int, scales *float32, block int) int
 //
 // e4m3ScaledAVX512 over a run of blocks of block codes (a multiple of 16),

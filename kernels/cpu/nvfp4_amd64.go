@@ -1,5 +1,7 @@
 package cpu
 
+import "github.com/quantscope/quantscope/internal/cpufeat"
+
 // AVX2 kernels for the NVFP4 bandwidth loops (nvfp4_amd64.s). They compute
 // the same codes as the Go fast path (nvfp4_fast.go): the E2M1 index by
 // comparing |w·r| with the decision points, and a per-block flag whenever a
@@ -12,36 +14,12 @@ func encodeBlocksAVX2(dst *byte, w *float32, scales *byte, tab *float32, n int, 
 //go:noescape
 func blockAmaxAVX2(dst *float32, w *float32, n int)
 
-func cpuidex(leaf, sub uint32) (a, b, c, d uint32)
-func xgetbv0() uint32
-
-// hasAVX2 says whether the CPU and the OS support AVX2 (CPUID leaf 7 EBX
-// bit 5, OSXSAVE, and YMM state enabled in XCR0).
-var hasAVX2 = func() bool {
-	maxLeaf, _, _, _ := cpuidex(0, 0)
-	if maxLeaf < 7 {
-		return false
-	}
-	_, _, c1, _ := cpuidex(1, 0)
-	if c1&(1<<27) == 0 || c1&(1<<28) == 0 { // OSXSAVE, AVX
-		return false
-	}
-	if xgetbv0()&6 != 6 { // XMM and YMM state
-		return false
-	}
-	_, b7, _, _ := cpuidex(7, 0)
-	return b7&(1<<5) != 0
-}()
-
-// hasAVX512 says whether AVX-512 F is usable: CPUID leaf 7 EBX bit 16 and
-// the opmask and ZMM state enabled in XCR0.
-var hasAVX512 = func() bool {
-	if !hasAVX2 || xgetbv0()&0xE6 != 0xE6 {
-		return false
-	}
-	_, b7, _, _ := cpuidex(7, 0)
-	return b7&(1<<16) != 0
-}()
+// hasAVX2 and hasAVX512 say whether the CPU and the OS allow the AVX2 and
+// the AVX-512 F kernels.
+var (
+	hasAVX2   = cpufeat.AVX2
+	hasAVX512 = cpufeat.AVX512
+)
 
 // useSIMD can be turned off by tests to compare both paths; useAVX512
 // chooses the 512-bit encode kernel over the 256-bit one.

@@ -165,24 +165,6 @@ adone:
 	VZEROUPPER
 	RET
 
-// func cpuidex(leaf, sub uint32) (a, b, c, d uint32)
-TEXT ·cpuidex(SB), NOSPLIT, $0-24
-	MOVL leaf+0(FP), AX
-	MOVL sub+4(FP), CX
-	CPUID
-	MOVL AX, a+8(FP)
-	MOVL BX, b+12(FP)
-	MOVL CX, c+16(FP)
-	MOVL DX, d+20(FP)
-	RET
-
-// func xgetbv0() uint32
-TEXT ·xgetbv0(SB), NOSPLIT, $0-4
-	MOVL $0, CX
-	XGETBV
-	MOVL AX, ret+0(FP)
-	RET
-
 DATA c_maxk<>+0(SB)/4, $0x3F800000  // 1.0
 DATA c_maxk<>+4(SB)/4, $0x3B000000  // 2^-9
 DATA c_maxk<>+8(SB)/4, $0x43E00000  // 448
