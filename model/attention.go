@@ -1,9 +1,12 @@
 package model
 
 import (
+	"context"
 	"math"
+	"runtime"
 
 	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/kernels/cpu"
 )
 
 // rope holds cos and sin [T, d/2] of HF's rotary embedding: freqs =
@@ -47,12 +50,13 @@ func (r *rope) apply(x kernels.Matrix, heads, d int) {
 // it: scores q·k (float32, in order) times d^-0.5, positions after the
 // query masked, softmax in float32 (exp in float64, rounded), then the
 // weighted sum of v in key order. Query head h reads KV head h/(heads/kv).
-func attention(q, k, v kernels.Matrix, c *Config) kernels.Matrix {
+// Heads run on every core; a cancel stops it between heads.
+func attention(ctx context.Context, q, k, v kernels.Matrix, c *Config) (kernels.Matrix, error) {
 	T, d := q.Rows, c.HeadDim
 	out := kernels.Matrix{Rows: T, Cols: c.Heads * d, Data: make([]float32, T*c.Heads*d)}
 	scale := float32(1 / math.Sqrt(float64(d)))
 	group := c.Heads / c.KVHeads
-	parallelFor(c.Heads, func(h int) {
+	err := cpu.ParallelFor(ctx, runtime.GOMAXPROCS(0), c.Heads, func(h int) {
 		kh := h / group
 		s := make([]float32, T)
 		for i := range T {
@@ -82,5 +86,5 @@ func attention(q, k, v kernels.Matrix, c *Config) kernels.Matrix {
 			}
 		}
 	})
-	return out
+	return out, err
 }

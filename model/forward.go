@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/scheme"
@@ -233,7 +231,10 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 	q, k, v := out[0], out[1], out[2]
 	rope.apply(q, cfg.Heads, cfg.HeadDim)
 	rope.apply(k, cfg.KVHeads, cfg.HeadDim)
-	att := attention(q, k, v, cfg)
+	att, err := attention(ctx, q, k, v, cfg)
+	if err != nil {
+		return err
+	}
 	if err := st.observe(p+"self_attn.o_proj.input", att); err != nil {
 		return err
 	}
@@ -390,29 +391,4 @@ func (m *Model) head(ctx context.Context, x kernels.Matrix) (kernels.Matrix, err
 		}
 	}
 	return logits, nil
-}
-
-// parallelFor runs fn(0..n-1) on every core.
-func parallelFor(n int, fn func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next := 0
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/quantscope/quantscope/kernels"
 )
@@ -131,7 +132,14 @@ func checkFinite(what string, m kernels.Matrix) error {
 // parallel runs fn(0..n-1) on the backend's workers, checking ctx between
 // items; it returns ctx's error when cancelled.
 func (b *Backend) parallel(ctx context.Context, n int, fn func(i int)) error {
-	workers := min(b.workers(), n)
+	return ParallelFor(ctx, b.workers(), n, fn)
+}
+
+// ParallelFor runs fn(0..n-1) on up to workers goroutines, each taking the
+// next item when done with one (so uneven items balance), checking ctx
+// between items; it returns ctx's error when cancelled.
+func ParallelFor(ctx context.Context, workers, n int, fn func(i int)) error {
+	workers = min(workers, n)
 	if workers <= 1 {
 		for i := range n {
 			if err := ctx.Err(); err != nil {
@@ -139,26 +147,20 @@ func (b *Backend) parallel(ctx context.Context, n int, fn func(i int)) error {
 			}
 			fn(i)
 		}
-		return nil
+		return ctx.Err()
 	}
-	var mu sync.Mutex
-	next := 0
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for ctx.Err() == nil {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
+				i := int(next.Add(1) - 1)
 				if i >= n {
 					return
 				}
 				fn(i)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return ctx.Err()
