@@ -11,7 +11,6 @@ import (
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/formats/numeric"
-	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 	"github.com/quantscope/quantscope/synth"
@@ -201,42 +200,24 @@ func gptqCentred(t *testing.T, m *Model, name string) ([]int8, []float64, [2]int
 }
 
 func TestGPTQForwards(t *testing.T) {
-	s := synth.SmallLlama()
-	w := synth.LlamaWeights(s)
-	m := load(t, s, w, "gptq")
+	m, s, deq, codes, scales, dims := gptqFixture(t)
 	ctx := context.Background()
 	none, err := m.Forward(ctx, testTokens, Options{W4A: W4ANone})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The dense forward of the dequantized weights, written as an F32 repo.
-	deq := map[string]synth.Matrix{}
-	codes, scales, dims := map[string][]int8{}, map[string][]float64{}, map[string][2]int{}
-	for name, orig := range w {
-		if strings.HasSuffix(name, ".bias") {
-			deq[name] = orig
-			continue
-		}
-		mod, _ := m.c.Module(name)
-		r, _ := mod.Matrix2D()
-		vals, err := scheme.Dequantize(mod, m.c, 0, int(r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		deq[name] = synth.Matrix{Shape: orig.Shape, Data: vals}
-		if mod.Layout == "gptq" {
-			codes[name], scales[name], dims[name] = gptqCentred(t, m, name)
-			// the plain unpacking agrees with the dequantized values
-			c, sc, d := codes[name], scales[name], dims[name]
-			for o := 0; o < d[0]; o++ {
-				for i := 0; i < d[1]; i++ {
-					if want := float32(float32(sc[o*(d[1]/128)+i/128]) * float32(c[o*d[1]+i])); vals[o*d[1]+i] != want {
-						t.Fatalf("%s[%d][%d]: dequantized %v, scale·c %v", name, o, i, vals[o*d[1]+i], want)
-					}
+	// The plain unpacking agrees with the dequantized values.
+	for name, c := range codes {
+		sc, d, vals := scales[name], dims[name], deq[name].Data
+		for o := 0; o < d[0]; o++ {
+			for i := 0; i < d[1]; i++ {
+				if want := float32(float32(sc[o*(d[1]/128)+i/128]) * float32(c[o*d[1]+i])); vals[o*d[1]+i] != want {
+					t.Fatalf("%s[%d][%d]: dequantized %v, scale·c %v", name, o, i, vals[o*d[1]+i], want)
 				}
 			}
 		}
 	}
+	// The dense forward of the dequantized weights, written as an F32 repo.
 	if len(codes) != 7*s.Layers {
 		t.Fatalf("%d GPTQ modules, want %d", len(codes), 7*s.Layers)
 	}
