@@ -17,10 +17,11 @@ import (
 )
 
 // startMain starts quantscope as a long-running process and returns the
-// address it printed.
+// address it printed (serve --demo first generates the demo set: about 15 s
+// on a loaded 2-core machine, so the wait is generous).
 func startMain(t *testing.T, args ...string) string {
 	t.Helper()
-	l := startProcess(t, args, nil, 30*time.Second, func(l string) bool { return strings.Contains(l, " on http://") })
+	l := startProcess(t, args, nil, 90*time.Second, func(l string) bool { return strings.Contains(l, " on http://") })
 	return l[strings.Index(l, " on http://")+4:]
 }
 

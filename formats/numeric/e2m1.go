@@ -25,7 +25,9 @@ var e2m1Bounds = [7]float32{0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
 // Float32ToE2M1 encodes as ModelOpt's _cast_fp4 does: the index is the number
 // of bounds below |x|, plus one when |x| is exactly 0.75, 1.75 or 3.5 (those
 // ties go to the even mantissa; 0.25, 1.25, 2.5 and 5 tie downwards to an
-// even code already). Saturates at 6; −0 and NaN become +0.
+// even code already). Saturates at 6. The sign is x < 0, as there: a
+// negative value that rounds to zero gets code 8 (−0), while −0 itself and
+// NaN get code 0.
 func Float32ToE2M1(x float32) byte {
 	if x != x {
 		return 0
@@ -40,10 +42,10 @@ func Float32ToE2M1(x float32) byte {
 	if a == 0.75 || a == 1.75 || a == 3.5 {
 		idx++
 	}
-	if idx == 0 || x > 0 {
-		return idx
+	if x < 0 {
+		return 8 | idx
 	}
-	return 8 | idx
+	return idx
 }
 
 // e2m1Pairs maps a packed byte to its two values, low nibble first.
