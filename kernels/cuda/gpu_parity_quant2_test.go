@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/numeric"
@@ -117,9 +118,10 @@ func TestGPUParityQuantizeNVFP4Recipes(t *testing.T) {
 		sameNVFP4(t, what, got, want)
 	}
 	for _, shape := range [][2]int{{1, 16}, {97, 1024}, {512, 4096}} {
-		w := wideWeight(shape[0], shape[1], uint64(shape[0]))
-		for _, recipe := range []string{kernels.RecipeFourSix, kernels.RecipeLeastSquares} {
-			check(fmt.Sprint(recipe, shape), w, kernels.NVFP4Options{Recipe: recipe})
+		for k, w := range []kernels.Matrix{wideWeight(shape[0], shape[1], uint64(shape[0])), seedTieWeight(shape[0], shape[1], 1)} {
+			for _, recipe := range []string{kernels.RecipeFourSix, kernels.RecipeLeastSquares} {
+				check(fmt.Sprint(recipe, shape, " weight ", k), w, kernels.NVFP4Options{Recipe: recipe})
+			}
 		}
 	}
 	// local_hessian: 8000 tokens of 1024 inputs are more than one piece of
@@ -128,4 +130,27 @@ func TestGPUParityQuantizeNVFP4Recipes(t *testing.T) {
 		w := testWeight(s[0], s[1], uint64(s[1]))
 		check(fmt.Sprint("local_hessian ", s), w, kernels.NVFP4Options{Recipe: kernels.RecipeLocalHessian, Activations: testActivations(s[2], s[1], 9)})
 	}
+}
+
+// seedTieWeight has global scale 1 (amax 1792) and blocks of values in
+// {0, ±6, ±12, ±24}·2^k, exact under both GPT-QModel seeds: they tie at
+// error 0 with different codes, and M = 4's must win.
+func seedTieWeight(rows, cols int, seed uint64) kernels.Matrix {
+	r := rand.New(rand.NewPCG(seed, 5))
+	w := kernels.Matrix{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
+	for b := range rows * cols / 16 {
+		k := r.IntN(16) - 9
+		for j := range 16 {
+			v := float32([]int{0, 6, 12, 24}[r.IntN(4)]) * float32(math.Ldexp(1, k))
+			if j == 0 {
+				v = float32(math.Ldexp(24, k))
+			}
+			if r.IntN(2) == 0 {
+				v = -v
+			}
+			w.Data[16*b+j] = v
+		}
+	}
+	w.Data[0] = 1792
+	return w
 }
