@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -163,5 +164,50 @@ func TestFakeWorkerQuant2Routes(t *testing.T) {
 	}
 	if l.n() != n {
 		t.Fatalf("refused input reached the worker: %s", l.all())
+	}
+}
+
+// TestFakeWorkerRecipeReport: the report from the worker's quantizations
+// equals the CPU backend's (every recipe, local_hessian included), each
+// recipe going to the worker; refused input keeps the CPU's error.
+func TestFakeWorkerRecipeReport(t *testing.T) {
+	ctx := context.Background()
+	w := testWeight(1024, 512, 8)
+	opt := kernels.ReportOptions{Recipes: []string{kernels.RecipeMSE, kernels.RecipeFourSix, kernels.RecipeLeastSquares, kernels.RecipeLocalHessian}, Activations: testActivations(16, 512, 4)}
+	want, err := cpu.New().RecipeReport(ctx, w, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, l := openFake(t, "cpu")
+	var last [2]int64
+	got, err := b.RecipeReport(ctx, w, opt, func(done, total int64) { last = [2]int64{done, total} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("report differs from the CPU backend's:\n%+v\n%+v", got.Recipes, want.Recipes)
+	}
+	if len(got.Recipes) != 5 || got.Recipes[0].Recipe != kernels.RecipeMax || last != [2]int64{5 * 1024, 5 * 1024} {
+		t.Fatalf("recipes %d (first %s), last progress %v", len(got.Recipes), got.Recipes[0].Recipe, last)
+	}
+	if l.n() != 0 {
+		t.Fatalf("fell back: %s", l.all())
+	}
+	lb, ll := openFake(t, "lowmem")
+	if _, err := lb.RecipeReport(ctx, w, opt, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []string{"quant_nvfp4", "quant_nvfp4_gptq", "quant_nvfp4_lh"} {
+		if !strings.Contains(ll.all(), "cuda: "+op+" runs on the CPU") {
+			t.Errorf("%s did not go to the worker: %q", op, ll.all())
+		}
+	}
+	bad := testWeight(4, 32, 1)
+	bad.Data[3] = float32(math.NaN())
+	if _, err := b.RecipeReport(ctx, bad, kernels.ReportOptions{}, nil); err == nil || !strings.Contains(err.Error(), "rule quantize-finite") {
+		t.Fatalf("non-finite weight: %v", err)
+	}
+	if _, err := b.RecipeReport(ctx, testWeight(4, 32, 1), kernels.ReportOptions{Recipes: []string{"best"}}, nil); err == nil || !strings.Contains(err.Error(), "rule nvfp4-recipe") {
+		t.Fatalf("unknown recipe: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/numeric"
@@ -153,4 +154,24 @@ func seedTieWeight(rows, cols int, seed uint64) kernels.Matrix {
 	}
 	w.Data[0] = 1792
 	return w
+}
+
+// TestGPUParityRecipeReport: the report from the GPU's quantizations
+// equals the CPU backend's, every recipe.
+func TestGPUParityRecipeReport(t *testing.T) {
+	b := gpuBackend(t)
+	ctx := context.Background()
+	w := testWeight(256, 1024, 12)
+	opt := kernels.ReportOptions{Recipes: []string{kernels.RecipeMax, kernels.RecipeMSE, kernels.RecipeFourSix, kernels.RecipeLeastSquares, kernels.RecipeLocalHessian}, Activations: testActivations(32, 1024, 5)}
+	got, err := b.RecipeReport(ctx, w, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := cpu.New().RecipeReport(ctx, w, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("report differs from the CPU backend's:\n%+v\n%+v", got.Recipes, want.Recipes)
+	}
 }

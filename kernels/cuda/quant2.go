@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/kernels/cpu"
 	"github.com/quantscope/quantscope/kernels/cuda/wire"
 )
 
@@ -141,4 +143,44 @@ func (b *Backend) quantizeNVFP4Recipe(ctx context.Context, w kernels.Matrix, opt
 		p(int64(w.Rows), int64(w.Rows))
 	}
 	return &kernels.NVFP4Result{Packed: out[0], Scales: out[1], Scale2: g, Rows: w.Rows, Cols: w.Cols}, nil
+}
+
+// RecipeReport implements kernels.Quantizer with each recipe's quantization
+// on the GPU (each falling back to the CPU on its own) and the error
+// statistics on the CPU, as the CPU backend computes them; input the CPU
+// refuses gets its error.
+func (b *Backend) RecipeReport(ctx context.Context, w kernels.Matrix, opt kernels.ReportOptions, p kernels.Progress) (*kernels.Report, error) {
+	if w.Rows <= 0 || w.Cols <= 0 || w.Cols%16 != 0 || len(w.Data) != w.Rows*w.Cols {
+		return b.Backend.RecipeReport(ctx, w, opt, p)
+	}
+	if _, ok := finiteAmax(w.Data); !ok {
+		return b.Backend.RecipeReport(ctx, w, opt, p)
+	}
+	recipes := opt.Recipes
+	if len(recipes) == 0 {
+		recipes = kernels.Recipes
+	}
+	if !slices.Contains(recipes, kernels.RecipeMax) {
+		recipes = append([]string{kernels.RecipeMax}, recipes...) // blocks_changed compares with max
+	}
+	total := int64(len(recipes)) * int64(w.Rows)
+	results := make([]*kernels.NVFP4Result, len(recipes))
+	for k, rc := range recipes {
+		base := int64(k) * int64(w.Rows)
+		res, err := b.QuantizeNVFP4(ctx, w, kernels.NVFP4Options{Recipe: rc, Activations: opt.Activations}, func(done, _ int64) {
+			if p != nil {
+				p(base+done, total)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		results[k] = res
+	}
+	maxRes := results[slices.Index(recipes, kernels.RecipeMax)]
+	rep := &kernels.Report{Rows: w.Rows, Cols: w.Cols}
+	for k, rc := range recipes {
+		rep.Recipes = append(rep.Recipes, cpu.RecipeStatsOf(rc, w, results[k], maxRes))
+	}
+	return rep, nil
 }
