@@ -63,6 +63,10 @@ bench = open(f"{out}/bench.txt").read()
 for name, unit in [("GPUDequantNVFP4", "worker-GB/s"), ("GPUQuantNVFP4/max", "worker-GB/s"), ("GPUQuantNVFP4/mse", "worker-ms/op"), ("GPUW4AFP8", "worker-TFLOP/s")]:
     m = re.search(r"Benchmark%s\S*\s.*?([\d.]+) %s" % (re.escape(name), re.escape(unit)), bench)
     if m: res[name + " " + unit] = float(m.group(1))
+for name, unit in [("GPUQuantFP8/e4m3-row-inv", "worker-GB/s"), ("GPUQuantFP8/e4m3-block128", "worker-GB/s"), ("GPUQuantFP8/e5m2-tensor", "worker-GB/s"), ("GPUQuantNVFP4Recipes/four_six", "worker-ms/op"), ("GPUQuantNVFP4Recipes/least_squares", "worker-ms/op"), ("GPUQuantNVFP4Recipes/local_hessian", "worker-ms/op")]:  # quant2
+    m = re.search(r"Benchmark%s\S*\s.*?([\d.]+) %s" % (re.escape(name), re.escape(unit)), bench)
+    if m: res[name + " " + unit] = float(m.group(1))
+    if m and unit == "worker-GB/s": res[name + " fraction of d2d copy"] = float(m.group(1)) / d2d
 for k in ("GPUDequantNVFP4 worker-GB/s", "GPUQuantNVFP4/max worker-GB/s"):
     if k in res: res[k.split()[0] + " fraction of d2d copy"] = res[k] / d2d
 if "GPUW4AFP8 worker-TFLOP/s" in res: res["w4a vs torch bf16"] = res["GPUW4AFP8 worker-TFLOP/s"] / mm

@@ -94,3 +94,36 @@ func BenchmarkGPUW4AFP8(b *testing.B) {
 	b.ReportMetric(ms, "worker-ms/op")
 	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
 }
+
+// BenchmarkGPUQuantFP8 quantizes an 8192×4096 weight to FP8 (quant2.go):
+// row scales, 128×128 blocks, and a tensor scale (three passes).
+func BenchmarkGPUQuantFP8(b *testing.B) {
+	gpuBackend(b)
+	w := f32Bytes(wideWeight(8192, 4096, 3).Data)
+	for _, c := range []struct {
+		name string
+		req  wire.Request
+	}{
+		{"e4m3-row-inv", wire.Request{Op: wire.OpQuantFP8, Rows: 8192, Cols: 4096, R: 1, C: 4096, Inv: true}},
+		{"e4m3-block128", wire.Request{Op: wire.OpQuantFP8, Rows: 8192, Cols: 4096, R: 128, C: 128}},
+		{"e5m2-tensor", wire.Request{Op: wire.OpQuantFP8, Rows: 8192, Cols: 4096, R: 8192, C: 4096, E5M2: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchCall(b, c.req, int64(len(w)), w) })
+	}
+}
+
+// BenchmarkGPUQuantNVFP4Recipes quantizes an 8192×4096 weight with
+// four_six, least_squares and local_hessian (512 tokens of activations).
+func BenchmarkGPUQuantNVFP4Recipes(b *testing.B) {
+	gpuBackend(b)
+	w := f32Bytes(wideWeight(8192, 4096, 3).Data)
+	x := f32Bytes(testActivations(512, 4096, 1).Data)
+	for _, recipe := range []string{"four_six", "least_squares"} {
+		b.Run(recipe, func(b *testing.B) {
+			benchCall(b, wire.Request{Op: wire.OpQuantNVFP4GPTQ, Rows: 8192, Cols: 4096, Recipe: recipe, Global: 0x1p-10}, int64(len(w)), w)
+		})
+	}
+	b.Run("local_hessian", func(b *testing.B) {
+		benchCall(b, wire.Request{Op: wire.OpQuantNVFP4LH, Rows: 8192, Cols: 4096, T: 512, Global: 0x1p-10}, int64(len(w)), w, x)
+	})
+}

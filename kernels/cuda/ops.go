@@ -119,8 +119,8 @@ func (b *Backend) DequantMXFP4(ctx context.Context, packed, scales []byte) ([]fl
 	return dst, packing.DecodeMXFP4(dst, packed, scales)
 }
 
-// QuantizeNVFP4 runs the max and mse recipes on the GPU (the others, and
-// input the CPU refuses, on the CPU backend).
+// QuantizeNVFP4 runs the max and mse recipes on the GPU (the others
+// through quant2.go; input the CPU refuses on the CPU backend).
 func (b *Backend) QuantizeNVFP4(ctx context.Context, w kernels.Matrix, opt kernels.NVFP4Options, p kernels.Progress) (*kernels.NVFP4Result, error) {
 	recipe := opt.Recipe
 	if recipe == "" {
@@ -128,7 +128,7 @@ func (b *Backend) QuantizeNVFP4(ctx context.Context, w kernels.Matrix, opt kerne
 	}
 	cpuRun := func() (*kernels.NVFP4Result, error) { return b.Backend.QuantizeNVFP4(ctx, w, opt, p) }
 	if recipe != kernels.RecipeMax && recipe != kernels.RecipeMSE {
-		return cpuRun()
+		return b.quantizeNVFP4Recipe(ctx, w, opt, p, recipe) // quant2.go
 	}
 	if w.Rows <= 0 || w.Cols <= 0 || w.Cols%16 != 0 || len(w.Data) != w.Rows*w.Cols {
 		return cpuRun() // its error names the rule

@@ -71,6 +71,10 @@ var kernelsOf = map[string][]string{
 	"dequant":     {"dequant_fp8", "dequant_nvfp4", "dequant_mxfp4"},
 	"nvfp4_quant": {"nvfp4_max", "nvfp4_mse"},
 	"w4a_fp8":     {"w4a_fp8"},
+
+	// quant2.go
+	"fp8_quant":     {"fp8q_amax", "fp8q_scales", "fp8q_encode"},
+	"nvfp4_recipes": {"nvfp4_gptq", "nvfp4_hess_acc", "nvfp4_hessian"},
 }
 
 func (g *gpu) close() {
@@ -304,6 +308,8 @@ func (g *gpu) handle(req wire.Request, parts [][]byte) (wire.Response, [][]byte,
 				return g.launch("w4a_fp8", s, int((N+127)/128), int(T), 128, int(K), dp(o[0]), dp(in[0]), dp(in[1]), dp(in[2]), dp(in[3]), uint64(T), uint64(K), uint64(N))
 			},
 		}}
+	case wire.OpQuantFP8, wire.OpQuantNVFP4GPTQ, wire.OpQuantNVFP4LH:
+		out, steps = g.quant2(req, parts)
 	default:
 		return wire.Response{}, nil, fmt.Errorf("unknown operation %q", req.Op)
 	}
