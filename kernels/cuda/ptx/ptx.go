@@ -16,7 +16,9 @@ import (
 var files embed.FS
 
 // Modules are the kernels' modules, by name.
-var Modules = []string{"dequant", "nvfp4_quant", "w4a_fp8"}
+var Modules = []string{"dequant", "nvfp4_quant", "w4a_fp8",
+	"dequant_int",
+}
 
 // SourceLine prefixes the .ptx line that records its .cu's SHA-256.
 const SourceLine = "// quantscope-source-sha256: "

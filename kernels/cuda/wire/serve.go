@@ -129,6 +129,8 @@ func Check(req Request, parts [][]byte) error {
 			return fmt.Errorf("%s: global scale %g is not positive and finite", req.Op, req.Global)
 		}
 		return want(4 * req.Rows * req.Cols)
+	case OpDequantInt, OpStats:
+		return checkInt(req, parts)
 	case OpW4AFP8:
 		if err := dims(req.T, req.K, req.N); err != nil {
 			return err

@@ -71,6 +71,7 @@ var kernelsOf = map[string][]string{
 	"dequant":     {"dequant_fp8", "dequant_nvfp4", "dequant_mxfp4"},
 	"nvfp4_quant": {"nvfp4_max", "nvfp4_mse"},
 	"w4a_fp8":     {"w4a_fp8"},
+	"dequant_int": {"dequant_int", "stats_int", "stats_nvfp4", "stats_mxfp4", "stats_fp8"},
 }
 
 func (g *gpu) close() {
@@ -292,6 +293,8 @@ func (g *gpu) handle(req wire.Request, parts [][]byte) (wire.Response, [][]byte,
 			})
 		}
 
+	case wire.OpDequantInt, wire.OpStats:
+		return g.handleInt(req, parts)
 	case wire.OpW4AFP8:
 		T, K, N := req.T, req.K, req.N
 		y := make([]byte, 4*T*N)
