@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/packing"
@@ -258,5 +259,133 @@ func TestStatsPackedMatchesCPU(t *testing.T) {
 	}
 	if l.n() != 0 {
 		t.Fatalf("fell back to the CPU: %s", l.all())
+	}
+}
+
+// valuesSource is a RowSource over decoded values that also hands over a
+// packed form (no band information: Stats' moments and histogram only).
+type valuesSource struct {
+	rows, cols int
+	v          []float32
+	p          *kernels.Packed
+}
+
+func (s valuesSource) Shape() (int, int)                { return s.rows, s.cols }
+func (s valuesSource) NewDecoder() kernels.RowDecoder   { return s }
+func (s valuesSource) Packed() (*kernels.Packed, error) { return s.p, nil }
+func (s valuesSource) Decode(dst []float32, lo, hi int, _ *kernels.BandMeta) error {
+	copy(dst, s.v[lo*s.cols:hi*s.cols])
+	return nil
+}
+
+// NaN and ±inf (from scales and from E5M2 codes), −0, odd bit widths and
+// per-word packing: the kernels' counts, extremes and histogram equal the
+// CPU backend's over the same values.
+func TestStatsWildValues(t *testing.T) {
+	hostIntKernels(t)
+	b, l := openFake(t, "cpu")
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(5, 5))
+	var srcs []valuesSource
+	for _, bits := range []int{1, 3, 7} {
+		rows, cols := 33, 200
+		codes := make([]int8, rows*cols)
+		for i := range codes {
+			codes[i] = int8(r.IntN(1<<bits) - 1<<(bits-1))
+		}
+		packed, err := packing.PackCT(codes, rows, cols, bits, packing.CTPerWord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := 4
+		w := &IntWeight{Layout: CTPerWord, Bits: bits, Rows: rows, Cols: cols, Packed: packed, Scales: make([]float32, rows*groups)}
+		for i := range w.Scales {
+			w.Scales[i] = float32(math.Ldexp(r.Float64()+0.5, r.IntN(80)-60))
+		}
+		w.Scales[3], w.Scales[7], w.Scales[11] = float32(math.NaN()), float32(math.Inf(-1)), float32(math.Copysign(0, -1))
+		v, err := DequantIntCPU(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &kernels.Packed{Kind: "int", IntLayout: "ct-per-word", Rows: rows, Cols: cols, Bits: bits, Data: packed, Scales: w.Scales}
+		srcs = append(srcs, valuesSource{rows, cols, v, p})
+	}
+	for _, e5 := range []bool{false, true} {
+		rows, cols := 40, 96
+		codes := make([]byte, rows*cols)
+		for i := range codes {
+			codes[i] = byte(r.IntN(256))
+		}
+		g := FP8Grid{Rows: rows, Cols: cols, R: 16, C: 32, E5M2: e5, Inverse: !e5}
+		scales := make([]float32, 3*3)
+		for i := range scales {
+			scales[i] = float32(math.Ldexp(r.Float64()+0.5, r.IntN(20)-10))
+		}
+		scales[4] = 0 // inverse: ±inf and NaN
+		v, err := (&Backend{Backend: cpu.New(), Path: "/nonexistent"}).DequantFP8(ctx, codes, scales, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &kernels.Packed{Kind: "fp8", Rows: rows, Cols: cols, Data: codes, Scales: scales, R: 16, C: 32, E5M2: e5, Inverse: !e5}
+		srcs = append(srcs, valuesSource{rows, cols, v, p})
+	}
+	for k, s := range srcs {
+		want, err := cpu.New().Stats(ctx, s, kernels.StatsOptions{Bins: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.Stats(ctx, s, kernels.StatsOptions{Bins: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.NaN == 0 || want.Inf == 0 {
+			t.Fatalf("source %d: the CPU counts %d NaN and %d inf, the case wants both", k, want.NaN, want.Inf)
+		}
+		// band information is the source's: only the values are compared
+		got.Scales, got.ScaleZero, got.ScaleHistogram, got.Codes, got.AtMax, got.AtMaxFraction = want.Scales, want.ScaleZero, want.ScaleHistogram, want.Codes, want.AtMax, want.AtMaxFraction
+		sameStats(t, fmt.Sprintf("source %d (%s)", k, s.p.Kind), got, want)
+	}
+	if l.n() != 0 {
+		t.Fatalf("fell back to the CPU: %s", l.all())
+	}
+}
+
+// Bad integer weights get an error naming the rule, on every path; a GPU
+// short of memory leaves the work to the CPU, which gives the same values.
+func TestDequantIntErrorsAndFallback(t *testing.T) {
+	ctx := context.Background()
+	b, l := openFake(t, "lowmem")
+	w := randomInt(GPTQ, 4, 512, 1024, 64, 1) // 2 MiB of output, the fake has 1 MiB free
+	want, err := DequantIntCPU(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.DequantInt(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameF32(t, "low memory", got, want)
+	if !strings.Contains(l.all(), "dequant_int runs on the CPU") {
+		t.Fatalf("no fallback message: %q", l.all())
+	}
+	for _, c := range []struct {
+		edit func(w *IntWeight)
+		rule string
+	}{
+		{func(w *IntWeight) { w.Packed = w.Packed[:len(w.Packed)-4] }, "rule packed-size"},
+		{func(w *IntWeight) { w.GIdx[3] = 4 }, "rule g_idx: entry 3 is 4"},
+		{func(w *IntWeight) { w.Scales = w.Scales[:5] }, "rule int-scale-shape"},
+		{func(w *IntWeight) { w.Zeros = w.Zeros[:1] }, "rule int-zero-shape"},
+		{func(w *IntWeight) { w.Bits = 5 }, "rule int-layout"},
+		{func(w *IntWeight) { w.Layout = AWQ; w.Rows = 12 }, "rule int-"},
+	} {
+		w := randomInt(GPTQ, 4, 16, 256, 64, 2)
+		c.edit(w)
+		if _, err := b.DequantInt(ctx, w); err == nil || !strings.Contains(err.Error(), c.rule) {
+			t.Errorf("error %v, want %q", err, c.rule)
+		}
+		if _, err := DequantIntCPU(w); err == nil || !strings.Contains(err.Error(), c.rule) {
+			t.Errorf("CPU: error %v, want %q", err, c.rule)
+		}
 	}
 }

@@ -98,6 +98,12 @@ func (g *gpu) handleInt(req wire.Request, parts [][]byte) (wire.Response, [][]by
 			})
 		}
 	}
+	// The uploads and the memset ran on the legacy stream, which the
+	// pipeline's non-blocking streams do not wait for.
+	if err := cu.Synchronize(); err != nil {
+		fmt.Fprintf(os.Stderr, "quantscope-cuda-worker: %s: %v\n", req.Op, err)
+		os.Exit(3)
+	}
 	if err := g.pipeline(steps); err != nil {
 		fmt.Fprintf(os.Stderr, "quantscope-cuda-worker: %s: %v\n", req.Op, err)
 		os.Exit(3)
