@@ -119,8 +119,8 @@ func (b *Backend) DequantInt(ctx context.Context, w *IntWeight) ([]float32, erro
 	}
 	n := w.Rows * w.Cols
 	need := int64(4*n) + int64(len(parts[0])+len(parts[1])+len(parts[2])+len(parts[3]))
-	if 4*int64(w.Cols) > wire.MaxStep/2 {
-		b.logf("cuda: dequant_int runs on the CPU: a row of %d values exceeds the worker's staging", w.Cols)
+	if 4*int64(w.Cols) > wire.MaxStep/2 || w.Rows >= 1<<31 {
+		b.logf("cuda: dequant_int runs on the CPU: [%d, %d] exceeds the worker's staging or 2^31 rows", w.Rows, w.Cols)
 		return DequantIntCPU(w)
 	}
 	r, out, err := b.call(ctx, need, w.request(wire.OpDequantInt, groups), parts...)

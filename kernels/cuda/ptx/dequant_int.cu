@@ -59,9 +59,9 @@ __device__ __forceinline__ unsigned int int_field(const int_src &q, long long r,
     }
     long long p, bit; // compressed-tensors: each row starts at a fresh word
     if (q.layout == LAYOUT_CT_PERWORD) {
-        long long per = 32 / q.bits;
+        unsigned int per = 32 / (unsigned int)q.bits, cu = (unsigned int)c; // columns < 2^31
         p = (q.cols + per - 1) / per;
-        bit = (c / per) * 32 + (c % per) * q.bits;
+        bit = (long long)(cu / per) * 32 + (cu % per) * q.bits;
     } else {
         p = (q.cols * q.bits + 31) / 32;
         bit = c * q.bits;
@@ -89,15 +89,42 @@ __device__ __forceinline__ float int_value(const int_src &q, long long r, long l
     return __fmul_rn(q.s[k], __fsub_rn(__int2float_rn((int)f), q.z[k]));
 }
 
+// A grid-stride walk over the elements [e0, e1) of a matrix with cols
+// columns, keeping the row and column without a division an element.
+struct walk {
+    long long i, e1, r, c, step, dr, dc, cols;
+};
+
+__device__ __forceinline__ void walk_open(walk *w, long long e0, long long e1, long long cols) {
+    w->i = e0 + blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    w->e1 = e1;
+    w->cols = cols;
+    w->r = w->i / cols;
+    w->c = w->i % cols;
+    w->step = (long long)gridDim.x * blockDim.x;
+    w->dr = w->step / cols;
+    w->dc = w->step % cols;
+}
+
+__device__ __forceinline__ void walk_next(walk *w) {
+    w->i += w->step;
+    w->r += w->dr;
+    w->c += w->dc;
+    if (w->c >= w->cols) {
+        w->c -= w->cols;
+        w->r++;
+    }
+}
+
 // dequant_int writes rows [row0, row0+nrows) of the logical weight.
 extern "C" __global__ void dequant_int(float *out, const unsigned int *w, const float *s, const float *z, const int *gidx,
                                        long long layout, long long bits, long long rows, long long cols, long long groups,
                                        long long row0, long long nrows) {
     int_src q = {w, s, z, gidx, layout, bits, rows, cols, groups};
-    long long n = nrows * cols;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    walk it;
+    for (walk_open(&it, row0 * cols, (row0 + nrows) * cols, cols); it.i < it.e1; walk_next(&it)) {
         unsigned int e;
-        out[i] = int_value(q, row0 + i / cols, i % cols, &e);
+        out[it.i - row0 * cols] = int_value(q, it.r, it.c, &e);
     }
 }
 
@@ -176,15 +203,23 @@ __device__ __forceinline__ void stats_merge(stats_acc *a, const stats_acc *b) {
 // then mean, M2, min, max (as double): 8 values of 8 bytes.
 #define STATS_PARTIAL 8
 
-// stats_block_end merges the block's threads (thread 0, in thread order)
-// and writes its partial.
+// stats_block_end merges the block's threads in a fixed order, in two
+// levels of 16 (thread 16k merges threads 16k..16k+15 into its slot, then
+// thread 0 merges the slots 0, 16, 32, ...), and writes the block's partial.
+// Each level reads only slots of threads at or after its own, which lets
+// testdata/host_int.cpp run the threads one after another, the last first.
 __device__ void stats_block_end(stats_acc *acc, stats_acc *mine, double *part) {
     stats_close(mine);
     acc[threadIdx.x] = *mine;
     __syncthreads();
+    if (threadIdx.x < 16) {
+        unsigned int t0 = 16 * threadIdx.x;
+        for (unsigned int t = t0 + 1; t < t0 + 16 && t < blockDim.x; t++) stats_merge(&acc[t0], &acc[t]);
+    }
+    __syncthreads();
     if (threadIdx.x != 0) return;
     stats_acc a = acc[0];
-    for (unsigned int t = 1; t < blockDim.x; t++) stats_merge(&a, &acc[t]);
+    for (unsigned int t = 16; t < blockDim.x; t += 16) stats_merge(&a, &acc[t]);
     double *p = part + STATS_PARTIAL * blockIdx.x;
     unsigned long long *u = (unsigned long long *)p;
     u[0] = a.n;
@@ -206,9 +241,10 @@ extern "C" __global__ void stats_int(double *part, unsigned long long *hist, con
     int_src q = {w, s, z, gidx, layout, bits, rows, cols, groups};
     stats_acc a;
     stats_open(&a);
-    for (long long i = e0 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < e1; i += (long long)gridDim.x * blockDim.x) {
+    walk it;
+    for (walk_open(&it, e0, e1, cols); it.i < it.e1; walk_next(&it)) {
         unsigned int e;
-        float x = int_value(q, i / cols, i % cols, &e);
+        float x = int_value(q, it.r, it.c, &e);
         stats_add(&a, x, e, hist);
     }
     stats_block_end(acc, &a, part);
@@ -253,11 +289,13 @@ extern "C" __global__ void stats_fp8(double *part, unsigned long long *hist, con
     __shared__ stats_acc acc[STATS_THREADS];
     stats_acc a;
     stats_open(&a);
-    for (long long i = e0 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < e1; i += (long long)gridDim.x * blockDim.x) {
-        unsigned int c = codes[i];
+    walk it;
+    for (walk_open(&it, e0, e1, cols); it.i < it.e1; walk_next(&it)) {
+        unsigned int c = codes[it.i];
         float v = e5m2 ? e5m2_value(c) : e4m3_value(c);
         unsigned int top = e5m2 ? ((c & 0x7f) == 0x7b) : ((c & 0x7f) == 0x7e);
-        float sc = scales[((i / cols) / R) * scols + (i % cols) / C];
+        // 32-bit divisions: the client keeps rows and columns under 2^31
+        float sc = scales[(long long)((unsigned int)it.r / (unsigned int)R) * scols + (unsigned int)it.c / (unsigned int)C];
         stats_add(&a, inverse ? __fdiv_rn(v, sc) : __fmul_rn(v, sc), top, hist);
     }
     stats_block_end(acc, &a, part);

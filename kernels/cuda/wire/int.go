@@ -87,6 +87,9 @@ func checkInt(req Request, parts [][]byte) error {
 		return nil
 	}
 	const lim = 1 << 40
+	if req.Rows >= 1<<31 || req.Cols >= 1<<31 { // the kernels' 32-bit divisions
+		return fmt.Errorf("%s: [%d, %d] has a dimension of 2^31 or more", req.Op, req.Rows, req.Cols)
+	}
 	src := req.Source
 	if req.Op == OpDequantInt {
 		src = SourceInt
