@@ -19,17 +19,19 @@ const (
 	statsStep   = 1 << 25
 )
 
-// resident copies a request's parts to the device once: GPTQ and AWQ pack
-// along the inputs, so every band of output rows reads every stored word,
-// and the statistics' launches read the parts where they lie. The packed
-// parts are bits/32 of the float32 values they decode to.
-func resident(parts [][]byte) ([]cu.DevicePtr, func(), error) {
+// resident copies a request's parts to the device once, through the
+// pinned staging buffer (full PCIe rate): GPTQ and AWQ pack along the
+// inputs, so every band of output rows reads every stored word, and the
+// statistics' launches read the parts where they lie. The packed parts are
+// bits/32 of the float32 values they decode to.
+func (g *gpu) resident(parts [][]byte) ([]cu.DevicePtr, func(), error) {
 	ptrs := make([]cu.DevicePtr, 0, len(parts))
 	free := func() {
 		for _, p := range ptrs {
 			cu.MemFree(p)
 		}
 	}
+	stage := g.stage[0].bytes()
 	for _, b := range parts {
 		p, err := cu.MemAlloc(max(int64(len(b)), 16))
 		if err != nil {
@@ -37,8 +39,9 @@ func resident(parts [][]byte) ([]cu.DevicePtr, func(), error) {
 			return nil, nil, fmt.Errorf("cuMemAlloc(%d): %v", len(b), err)
 		}
 		ptrs = append(ptrs, p)
-		if len(b) > 0 {
-			if err := cu.MemcpyHtoD(p, unsafe.Pointer(&b[0]), int64(len(b))); err != nil {
+		for off := 0; off < len(b); off += len(stage) {
+			n := copy(stage, b[off:])
+			if err := cu.MemcpyHtoD(p+cu.DevicePtr(off), unsafe.Pointer(&stage[0]), int64(n)); err != nil {
 				free()
 				return nil, nil, err
 			}
@@ -50,7 +53,7 @@ func resident(parts [][]byte) ([]cu.DevicePtr, func(), error) {
 // handleInt answers dequant_int and stats.
 func (g *gpu) handleInt(req wire.Request, parts [][]byte) (wire.Response, [][]byte, error) {
 	t0 := time.Now()
-	dev, free, err := resident(parts)
+	dev, free, err := g.resident(parts)
 	if err != nil {
 		return wire.Response{}, nil, err
 	}
