@@ -144,6 +144,8 @@ func packedModules(t testing.TB) []packedModule {
 		{"gptq-8bit", synth.GPTQ("m", w, 8, 128), &scheme.Scheme{Method: "gptq", Bits: 8, GroupSize: 128, CheckpointFormat: "gptq"}, "int"},
 		{"awq", synth.AWQ("m", w, 64), &scheme.Scheme{Method: "awq", Bits: 4, GroupSize: 64}, "int"},
 		{"nvfp4-modelopt", synth.NVFP4ModelOpt("m", w, 2, safetensors.F32), &scheme.Scheme{Method: "modelopt", Family: scheme.FamilyNVFP4}, "nvfp4"},
+		{"nvfp4-compressed-tensors", synth.NVFP4CT("m", w, 4), &scheme.Scheme{Method: "compressed-tensors", Format: "nvfp4-pack-quantized",
+			Groups: []scheme.ConfigGroup{{Targets: []string{"Linear"}, Weights: &scheme.QuantArgs{NumBits: 4, Type: "float", GroupSize: 16}}}}, "nvfp4"},
 		{"mxfp4", synth.MXFP4("m", w), &scheme.Scheme{Method: "mxfp4", Family: scheme.FamilyMXFP4}, "mxfp4"},
 		{"fp8-tensor", synth.FP8Tensor("m", w, 1), &scheme.Scheme{Method: "fp8", Family: scheme.FamilyFP8}, "fp8"},
 		{"fp8-channel", synth.FP8Channel("m", w), &scheme.Scheme{Method: "fp8", Family: scheme.FamilyFP8}, "fp8"},
