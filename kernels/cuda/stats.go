@@ -69,8 +69,8 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 // information the host works out (every real scale once, E4M3 counts).
 func statsRequest(p *kernels.Packed) (wire.Request, [][]byte, *kernels.BandMeta, error) {
 	n := int64(p.Rows) * int64(p.Cols)
-	if p.Rows >= 1<<31 || p.Cols >= 1<<31 {
-		return wire.Request{}, nil, nil, fmt.Errorf("[%d, %d] exceeds the kernels' 32-bit rows and columns", p.Rows, p.Cols)
+	if p.Rows <= 0 || p.Cols <= 0 || p.Rows >= 1<<31 || p.Cols >= 1<<31 {
+		return wire.Request{}, nil, nil, fmt.Errorf("[%d, %d] is empty or exceeds the kernels' 32-bit rows and columns", p.Rows, p.Cols)
 	}
 	meta := &kernels.BandMeta{Codes: n}
 	switch p.Kind {
