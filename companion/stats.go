@@ -10,13 +10,13 @@ import (
 	"strings"
 
 	"github.com/quantscope/quantscope/companion/ops"
-	"github.com/quantscope/quantscope/kernels/cpu"
 )
 
 func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the statistics as one JSON object")
 	bins := fs.Int("bins", 64, "value histogram bins")
+	backend := fs.String("backend", "cpu", backendUsage)
 	var sf sourceFlags
 	sf.register(fs, true, true)
 	pos, err := parseFlags(fs, args, 2, "SOURCE MODULE")
@@ -26,13 +26,18 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *bins < 1 || *bins > 4096 {
 		return &usageError{fmt.Sprintf("stats: --bins %d outside 1..4096", *bins)}
 	}
+	be, closeBackend, err := backendNamed(*backend, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 	c, err := loadCheckpoint(ctx, pos[0], sf)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	bar := newProgressBar(stderr, "stats "+pos[1])
-	doc, err := ops.ModuleStats(ctx, ops.Env{Checkpoint: c, Backend: cpu.New(), Progress: bar.Report}, pos[1], ops.StatsParams{Bins: *bins})
+	doc, err := ops.ModuleStats(ctx, ops.Env{Checkpoint: c, Backend: be, Progress: bar.Report}, pos[1], ops.StatsParams{Bins: *bins})
 	bar.Done()
 	if err != nil {
 		return err

@@ -24,6 +24,17 @@ func (m moduleSource) NewDecoder() kernels.RowDecoder {
 	return &moduleDecoder{d: m.s.NewDecoder()}
 }
 
+// Packed hands the module's stored form to a backend that decodes it on its
+// own device (kernels.PackedSource); nil when its layout has none.
+func (m moduleSource) Packed() (*kernels.Packed, error) {
+	p, err := m.s.Packed()
+	if p == nil || err != nil {
+		return nil, err
+	}
+	k := kernels.Packed(*p)
+	return &k, nil
+}
+
 type moduleDecoder struct {
 	d    *scheme.RowDecoder
 	info scheme.BandInfo

@@ -70,6 +70,9 @@ for name, unit in [("GPUQuantFP8/e4m3-row-inv", "worker-GB/s"), ("GPUQuantFP8/e4
 for k in ("GPUDequantNVFP4 worker-GB/s", "GPUQuantNVFP4/max worker-GB/s"):
     if k in res: res[k.split()[0] + " fraction of d2d copy"] = res[k] / d2d
 if "GPUW4AFP8 worker-TFLOP/s" in res: res["w4a vs torch bf16"] = res["GPUW4AFP8 worker-TFLOP/s"] / mm
+for name in ("GPUDequantInt/gptq4", "GPUDequantInt/awq4", "GPUDequantInt/ct3", "GPUStats/gptq4", "GPUStats/nvfp4"):  # dequant_int.cu
+    m = re.search(r"Benchmark%s\S*\s.*?([\d.]+) worker-GB/s" % re.escape(name), bench)
+    if m: res[name + " worker-GB/s"] = float(m.group(1)); res[name + " fraction of d2d copy"] = float(m.group(1)) / d2d
 json.dump(res, open(f"{out}/summary.json", "w"), indent=1)
 print(json.dumps(res, indent=1))
 PY

@@ -16,7 +16,10 @@ import (
 var files embed.FS
 
 // Modules are the kernels' modules, by name.
-var Modules = []string{"dequant", "nvfp4_quant", "w4a_fp8", "fp8_quant", "nvfp4_recipes"}
+var Modules = []string{"dequant", "nvfp4_quant", "w4a_fp8",
+	"fp8_quant", "nvfp4_recipes",
+	"dequant_int",
+}
 
 // SourceLine prefixes the .ptx line that records its .cu's SHA-256.
 const SourceLine = "// quantscope-source-sha256: "

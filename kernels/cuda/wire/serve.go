@@ -131,6 +131,8 @@ func Check(req Request, parts [][]byte) error {
 		return want(4 * req.Rows * req.Cols)
 	case OpQuantFP8, OpQuantNVFP4GPTQ, OpQuantNVFP4LH:
 		return checkQuant2(req, parts, want, dims)
+	case OpDequantInt, OpStats:
+		return checkInt(req, parts)
 	case OpW4AFP8:
 		if err := dims(req.T, req.K, req.N); err != nil {
 			return err

@@ -36,6 +36,8 @@ const (
 	OpDequantMXFP4 = "dequant_mxfp4" // parts: packed, e8m0 scales → f32 values
 	OpQuantNVFP4   = "quant_nvfp4"   // parts: f32 weight → packed, e4m3 scales
 	OpW4AFP8       = "w4a_fp8"       // parts: e4m3 codes, f32 token scales, int4 codes (packed), f32 group scales → f32 outputs
+	OpDequantInt   = "dequant_int"   // parts: packed words, f32 scales, f32 zeros, i32 groups → f32 values (int.go)
+	OpStats        = "stats"         // parts: Source's dequant parts → block partials, 65536 buckets (int.go)
 )
 
 // Hello is the worker's first frame: the device it owns.
@@ -66,6 +68,7 @@ type Request struct {
 	K      int64   `json:"k,omitempty"`
 	N      int64   `json:"n,omitempty"`
 	Parts  []int64 `json:"parts,omitempty"`
+	IntFields
 }
 
 // Response answers the request with the same ID.

@@ -75,6 +75,9 @@ var kernelsOf = map[string][]string{
 	// quant2.go
 	"fp8_quant":     {"fp8q_amax", "fp8q_scales", "fp8q_encode"},
 	"nvfp4_recipes": {"nvfp4_gptq", "nvfp4_hess_acc", "nvfp4_hessian"},
+
+	// dequant_int.go
+	"dequant_int": {"dequant_int", "stats_int", "stats_nvfp4", "stats_mxfp4", "stats_fp8"},
 }
 
 func (g *gpu) close() {
@@ -296,6 +299,8 @@ func (g *gpu) handle(req wire.Request, parts [][]byte) (wire.Response, [][]byte,
 			})
 		}
 
+	case wire.OpDequantInt, wire.OpStats:
+		return g.handleInt(req, parts)
 	case wire.OpW4AFP8:
 		T, K, N := req.T, req.K, req.N
 		y := make([]byte, 4*T*N)
