@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"runtime"
-	"sync"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/kernels/cpu"
 )
 
 // W4A modes of the forward.
@@ -231,8 +229,8 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 		}
 	}
 	q, k, v := out[0], out[1], out[2]
-	rope.apply(q, cfg.Heads, cfg.HeadDim)
-	rope.apply(k, cfg.KVHeads, cfg.HeadDim)
+	rope.Apply(q, cfg.Heads, cfg.HeadDim)
+	rope.Apply(k, cfg.KVHeads, cfg.HeadDim)
 	att := attention(q, k, v, cfg)
 	if err := st.observe(p+"self_attn.o_proj.input", att); err != nil {
 		return err
@@ -264,9 +262,7 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 	if err != nil {
 		return err
 	}
-	for i, gv := range g.Data {
-		g.Data[i] = float32(silu(gv) * u.Data[i])
-	}
+	cpu.SwiGLU(g.Data, u.Data)
 	if err := st.observe(p+"mlp.down_proj.input", g); err != nil {
 		return err
 	}
@@ -282,43 +278,20 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 	return st.observe(p+"output", h)
 }
 
-// silu is x·sigmoid(x) in float32 (exp in float64, rounded).
-func silu(x float32) float32 {
-	return float32(x / float32(1+float32(math.Exp(float64(-x)))))
-}
-
 func addInto(h, d kernels.Matrix) {
 	for i, v := range d.Data {
 		h.Data[i] += v
 	}
 }
 
-// norm is HF's LlamaRMSNorm in float32: x·rsqrt(mean(x²)+eps), times the
-// weight. The mean of squares is summed in float64 and rounded to float32
-// (torch's float32 reduction order is not specified); rsqrt is
-// 1/sqrt in float64, rounded.
+// norm is HF's LlamaRMSNorm in float32 (cpu.RMSNorm) with the module's weight.
 func (m *Model) norm(name string, x kernels.Matrix) (kernels.Matrix, error) {
 	mod, _ := m.c.Module(name)
 	w, err := scheme.Dequantize(mod, m.c, 0, 1)
 	if err != nil {
 		return kernels.Matrix{}, err
 	}
-	eps := float32(m.Config.Eps)
-	y := kernels.Matrix{Rows: x.Rows, Cols: x.Cols, Data: make([]float32, len(x.Data))}
-	for t := range x.Rows {
-		row := x.Data[t*x.Cols : (t+1)*x.Cols]
-		var ss float64
-		for _, v := range row {
-			ss += float64(v) * float64(v)
-		}
-		variance := float32(ss / float64(len(row)))
-		r := float32(1 / math.Sqrt(float64(variance+eps)))
-		out := y.Data[t*x.Cols : (t+1)*x.Cols]
-		for i, v := range row {
-			out[i] = float32(w[i] * float32(v*r))
-		}
-	}
-	return y, nil
+	return cpu.RMSNorm(x, w, float32(m.Config.Eps)), nil
 }
 
 // linear reads one projection, applies it to its operand, and lets it go.
@@ -390,29 +363,4 @@ func (m *Model) head(ctx context.Context, x kernels.Matrix) (kernels.Matrix, err
 		}
 	}
 	return logits, nil
-}
-
-// parallelFor runs fn(0..n-1) on every core.
-func parallelFor(n int, fn func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next := 0
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
 }
