@@ -41,7 +41,11 @@ static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p 
 static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) { auto o = *p; *p += v; return o; }
 static inline unsigned atomicMax(unsigned *p, unsigned v) { unsigned o = *p; if (v > o) *p = v; return o; }
 
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+
 #include "../w4a_nvfp4.cu"
+#include "../llama.cu"
+#include "../calib.cu"
 
 static std::vector<unsigned char> readAll() {
     std::vector<unsigned char> b;
@@ -79,6 +83,38 @@ int main(int argc, char **argv) {
         out.resize(4 * T * N);
         dyn_smem.resize(K / 2 + K / 16);
         grid(N, T, [&] { w4a_nvfp4((float *)out.data(), a, as, wq, ws, T, K, N, g); });
+    } else if (op == "rms_norm") { // rows cols eps
+        long long rows = arg(2), cols = arg(3);
+        out.resize(4 * rows * cols);
+        grid(1, 1, [&] { rms_norm((float *)out.data(), (const float *)p, (const float *)p + rows * cols, rows, cols, argf(4)); });
+    } else if (op == "rope") { // T heads d
+        long long T = arg(2), heads = arg(3), d = arg(4);
+        out.resize(4 * T * heads * d);
+        grid(1, 1, [&] { rope((float *)out.data(), (const float *)p, (const float *)p + T * heads * d, T, heads, d); });
+    } else if (op == "attention") { // T heads kvheads d scale
+        long long T = arg(2), heads = arg(3), kv = arg(4), d = arg(5);
+        const float *q = (const float *)p, *k = q + T * heads * d, *v = k + T * kv * d;
+        out.resize(4 * T * heads * d);
+        dyn_smem.resize(4 * T);
+        grid(T, heads, [&] { attention((float *)out.data(), q, k, v, T, heads, kv, d, argf(6)); });
+    } else if (op == "swiglu") { // n
+        long long n = arg(2);
+        out.resize(4 * n);
+        grid(1, 1, [&] { swiglu((float *)out.data(), (const float *)p, (const float *)p + n, n); });
+    } else if (op == "channel_stats") { // rows cols
+        long long rows = arg(2), cols = arg(3);
+        out.resize(12 * cols);
+        grid(1, 1, [&] { channel_stats((float *)out.data(), (double *)(out.data() + 4 * cols), (const float *)p, rows, cols); });
+    } else if (op == "block_hessians") { // rows cols
+        long long rows = arg(2), cols = arg(3);
+        out.resize(4 * 16 * cols);
+        grid(1, 1, [&] { block_hessians((float *)out.data(), (const float *)p, rows, cols); });
+    } else if (op == "abs_hist") { // n max bins
+        long long n = arg(2), bins = arg(4);
+        out.resize(8 * bins);
+        dyn_smem.resize(4 * bins);
+        grid(1, 1, [&] { hist_zero((unsigned long long *)out.data(), bins); });
+        grid(3, 1, [&] { abs_hist((unsigned long long *)out.data(), (const float *)p, n, argf(3), bins); });
     } else {
         fprintf(stderr, "unknown op %s\n", op.c_str());
         return 2;
