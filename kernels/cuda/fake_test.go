@@ -100,6 +100,9 @@ func fakeCompute(be *cpu.Backend, req wire.Request, parts [][]byte) (wire.Respon
 		y, err := be.W4AFP8Linear(ctx, &kernels.FP8Tokens{Rows: T, Cols: K, Codes: parts[0], Scales: f32s(parts[1])}, w)
 		return wire.Response{}, [][]byte{f32Bytes(y.Data)}, err
 	}
+	if r, out, ok, err := fakeForward(be, req, parts); ok { // forward_test.go
+		return r, out, err
+	}
 	return wire.Response{}, nil, fmt.Errorf("fake worker: %s not implemented", req.Op)
 }
 

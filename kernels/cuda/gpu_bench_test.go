@@ -94,3 +94,32 @@ func BenchmarkGPUW4AFP8(b *testing.B) {
 	b.ReportMetric(ms, "worker-ms/op")
 	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
 }
+
+// BenchmarkGPUW4ANVFP4 is the W4A-NVFP4 GEMM of 2048 tokens through a
+// 4096→4096 linear; worker-TFLOP/s counts 2·T·K·N.
+func BenchmarkGPUW4ANVFP4(b *testing.B) {
+	be := gpuBackend(b)
+	T, K, N := 2048, 4096, 4096
+	ws := make([]float32, N*K/128)
+	for i := range ws {
+		ws[i] = 0.001
+	}
+	sc := randBytes(T*K/16, 6)
+	for i := range sc {
+		sc[i] &= 0x77 // positive, no NaN code
+	}
+	req := wire.Request{Op: wire.OpW4ANVFP4, T: int64(T), K: int64(K), N: int64(N), Global: 0.01}
+	codes, wq := randBytes(T*K/2, 7), randBytes(N*K/2, 8)
+	b.ResetTimer()
+	var ms float64
+	for range b.N {
+		r, _, err := be.w.Call(context.Background(), req, codes, sc, wq, f32Bytes(ws))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms += r.Millis
+	}
+	ms /= float64(b.N)
+	b.ReportMetric(ms, "worker-ms/op")
+	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
+}
