@@ -240,3 +240,45 @@ var (
 	_ kernels.LlamaOps        = (*Backend)(nil)
 	_ kernels.CalibReductions = (*Backend)(nil)
 )
+
+// W4AFP8LinearTC runs the W4A-FP8 GEMM with the tensor-core kernel
+// (w4a_fp8_tc.cu). Not yet run on a GPU: W4AFP8Linear keeps the CUDA-core
+// kernel until TestGPUParityW4AFP8TensorCore has passed on one. Its outputs
+// are the CPU's within W4AFP8TCBound (bit for bit unless a group's partial
+// sums pass FP32's 24 bits).
+func (b *Backend) W4AFP8LinearTC(ctx context.Context, a *kernels.FP8Tokens, w *kernels.W4AWeight) (kernels.Matrix, error) {
+	cpuRun := func() (kernels.Matrix, error) { return b.Backend.W4AFP8Linear(ctx, a, w) }
+	if a == nil || w == nil || a.Rows <= 0 || a.Cols != w.In || w.In%kernels.W4AGroup != 0 || w.Out <= 0 || w.Out%32 != 0 ||
+		len(a.Codes) != a.Rows*a.Cols || len(a.Scales) != a.Rows || len(w.Codes) != w.In*w.Out ||
+		len(w.Scales) != w.In/kernels.W4AGroup*w.Out || (w.Bias != nil && len(w.Bias) != w.Out) {
+		return cpuRun()
+	}
+	T, K, N := a.Rows, a.Cols, w.Out
+	if int64(K) > wire.W4AMaxK || T > wire.W4AMaxT || b.tooBig(wire.OpW4AFP8TC, wire.W4ABytes(int64(T), int64(K), int64(N))) {
+		return cpuRun()
+	}
+	q, ok := int4Nibbles(w.Codes)
+	if !ok {
+		return cpuRun()
+	}
+	req := wire.Request{Op: wire.OpW4AFP8TC, T: int64(T), K: int64(K), N: int64(N)}
+	r, out, err := b.call(ctx, wire.W4ABytes(int64(T), int64(K), int64(N)), req, a.Codes, f32Bytes(a.Scales), q, f32Bytes(w.Scales))
+	if err != nil {
+		if fellBack(err) {
+			return cpuRun()
+		}
+		return kernels.Matrix{}, err
+	}
+	y, err := bytesF32(out, 0, T*N, r)
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	if w.Bias != nil {
+		for t := range T {
+			for n, v := range w.Bias {
+				y[t*N+n] += v
+			}
+		}
+	}
+	return kernels.Matrix{Rows: T, Cols: N, Data: y}, nil
+}

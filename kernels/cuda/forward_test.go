@@ -39,6 +39,13 @@ func fakeForward(be *cpu.Backend, req wire.Request, parts [][]byte) (wire.Respon
 			w.Codes[2*i], w.Codes[2*i+1] = int8(b&15)-8, int8(b>>4)-8
 		}
 		return ans(be.W4ANVFP4Linear(ctx, a, w))
+	case wire.OpW4AFP8TC:
+		T, K, N := int(req.T), int(req.K), int(req.N)
+		w := &kernels.W4AWeight{Name: "fake", In: K, Out: N, Codes: make([]int8, N*K), Scales: f32s(parts[3])}
+		for i, b := range parts[2] {
+			w.Codes[2*i], w.Codes[2*i+1] = int8(b&15)-8, int8(b>>4)-8
+		}
+		return ans(be.W4AFP8Linear(ctx, &kernels.FP8Tokens{Rows: T, Cols: K, Codes: parts[0], Scales: f32s(parts[1])}, w))
 	case wire.OpRMSNorm:
 		return ans(be.RMSNorm(ctx, mat(parts[0], int(req.Rows)), f32s(parts[1]), f.Eps))
 	case wire.OpRoPE:
@@ -112,6 +119,17 @@ func TestFakeWorkerForward(t *testing.T) {
 	}
 	want, _ := ref.W4ANVFP4Linear(ctx, a, w)
 	sameF32(t, "w4a_nvfp4", got.Data, want.Data)
+
+	fa, err := ref.W4AFP8Quantize(ctx, randMat(r, 3, 256, 12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = b.W4AFP8LinearTC(ctx, fa, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ = ref.W4AFP8Linear(ctx, fa, w)
+	sameF32(t, "w4a_fp8_tc", got.Data, want.Data)
 
 	x, nw := randMat(r, 5, 64, 8), randMat(r, 1, 64, 2).Data
 	got, err = b.RMSNorm(ctx, x, nw, 1e-6)

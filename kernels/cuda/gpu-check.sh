@@ -68,6 +68,8 @@ for k in ("GPUDequantNVFP4 worker-GB/s", "GPUQuantNVFP4/max worker-GB/s"):
 if "GPUW4AFP8 worker-TFLOP/s" in res: res["w4a vs torch bf16"] = res["GPUW4AFP8 worker-TFLOP/s"] / mm
 m = re.search(r"BenchmarkGPUW4ANVFP4\S*\s.*?([\d.]+) worker-TFLOP/s", bench)
 if m: res["GPUW4ANVFP4 worker-TFLOP/s"] = float(m.group(1)); res["w4a_nvfp4 vs torch bf16"] = float(m.group(1)) / mm
+m = re.search(r"BenchmarkGPUW4AFP8TC\S*\s.*?([\d.]+) worker-TFLOP/s", bench)
+if m: res["GPUW4AFP8TC worker-TFLOP/s"] = float(m.group(1)); res["w4a_fp8 tensor cores vs torch bf16"] = float(m.group(1)) / mm
 json.dump(res, open(f"{out}/summary.json", "w"), indent=1)
 print(json.dumps(res, indent=1))
 PY

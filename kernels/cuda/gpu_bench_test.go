@@ -123,3 +123,35 @@ func BenchmarkGPUW4ANVFP4(b *testing.B) {
 	b.ReportMetric(ms, "worker-ms/op")
 	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
 }
+
+// BenchmarkGPUW4AFP8TC is BenchmarkGPUW4AFP8's GEMM on the tensor-core kernel.
+func BenchmarkGPUW4AFP8TC(b *testing.B) {
+	be := gpuBackend(b)
+	T, K, N := 2048, 4096, 4096
+	as := make([]float32, T)
+	ws := make([]float32, N*K/128)
+	for i := range as {
+		as[i] = 0.01
+	}
+	for i := range ws {
+		ws[i] = 0.001
+	}
+	codes := randBytes(T*K, 4)
+	for i := range codes {
+		codes[i] &^= 0x78 // no NaN codes
+	}
+	req := wire.Request{Op: wire.OpW4AFP8TC, T: int64(T), K: int64(K), N: int64(N)}
+	wq := randBytes(N*K/2, 5)
+	b.ResetTimer()
+	var ms float64
+	for range b.N {
+		r, _, err := be.w.Call(context.Background(), req, codes, f32Bytes(as), wq, f32Bytes(ws))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms += r.Millis
+	}
+	ms /= float64(b.N)
+	b.ReportMetric(ms, "worker-ms/op")
+	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
+}

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 )
@@ -167,5 +168,43 @@ func TestGPUParityCalibReductions(t *testing.T) {
 				t.Fatalf("max %g: bin %d counts %d, CPU %d", mx, i, hc[i], wc[i])
 			}
 		}
+	}
+}
+
+// TestGPUParityW4AFP8TensorCore checks the tensor-core kernel (not yet run
+// on a GPU when written) against the CPU within its stated bound:
+// 2^-20 · s_t · Σ_g |scale_ng| · Σ_{i∈g} |a_ti·c_ni| (see w4a_fp8_tc.cu).
+func TestGPUParityW4AFP8TensorCore(t *testing.T) {
+	b := gpuBackend(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(44, 1))
+	for _, s := range [][3]int{{1, 128, 32}, {70, 512, 96}, {300, 4096, 1024}} {
+		T, K, N := s[0], s[1], s[2]
+		a, err := cpu.New().W4AFP8Quantize(ctx, wideWeight(T, K, uint64(K)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, w := w4aNVFP4Case(r, 1, K, N, kernels.ActNvidia) // a weight with a bias
+		got, err := b.W4AFP8LinearTC(ctx, a, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := cpu.New().W4AFP8Linear(ctx, a, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := K / 128
+		within(t, "w4a_fp8_tc", got.Data, want.Data, func(i int) float64 {
+			tt, n := i/N, i%N
+			var sum float64
+			for g := range groups {
+				var ac float64
+				for k := g * 128; k < (g+1)*128; k++ {
+					ac += math.Abs(float64(numeric.E4M3ToFloat32(a.Codes[tt*K+k])) * float64(w.Codes[n*K+k]))
+				}
+				sum += math.Abs(float64(w.Scales[n*groups+g])) * ac
+			}
+			return 0x1p-20 * float64(a.Scales[tt]) * sum
+		})
 	}
 }

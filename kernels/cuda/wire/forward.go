@@ -18,6 +18,8 @@ const (
 	OpChannelStats  = "channel_stats"  // Rows, Cols; parts: f32 x → f32 per-column max |x|, f64 per-column Σ|x|
 	OpBlockHessians = "block_hessians" // Rows, Cols; parts: f32 x → f32 [Cols/16][16][16] Σ x xᵀ / Rows
 	OpAbsHist       = "abs_hist"       // Fwd.Max, Fwd.Bins; parts: f32 x → uint64 counts of floor(|x|/max·bins), clamped
+	// OpW4AFP8TC is OpW4AFP8 on tensor cores (w4a_fp8_tc.cu; not yet run on a GPU)
+	OpW4AFP8TC = "w4a_fp8_tc"
 )
 
 // Fwd holds the forward operations' parameters (Request.Fwd).
@@ -76,6 +78,10 @@ func checkForward(req Request, parts [][]byte) error {
 		return nil
 	}
 	switch req.Op {
+	case OpW4AFP8TC:
+		r := req
+		r.Op = OpW4AFP8
+		return Check(r, parts)
 	case OpW4ANVFP4:
 		if err := dims(req.T, req.K, req.N); err != nil {
 			return err

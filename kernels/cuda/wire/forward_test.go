@@ -21,6 +21,7 @@ func TestCheckForward(t *testing.T) {
 	}{
 		{Request{Op: OpW4ANVFP4, T: 2, K: 128, N: 32, Global: 0.5}, b(128, 16, 2048, 4*32)},
 		{Request{Op: OpRMSNorm, Rows: 3, Cols: 8, Fwd: &Fwd{Eps: 1e-5}}, b(96, 32)},
+		{Request{Op: OpW4AFP8TC, T: 2, K: 128, N: 3}, b(256, 8, 192, 12)},
 		{Request{Op: OpRoPE, Rows: 3, Fwd: &Fwd{Heads: 2, HeadDim: 8}}, b(4*3*16, 16)},
 		{Request{Op: OpAttention, Rows: 3, Fwd: &Fwd{Heads: 4, KVHeads: 2, HeadDim: 8}}, b(4*3*32, 4*3*16, 4*3*16)},
 		{Request{Op: OpSwiGLU}, b(40, 40)},
@@ -42,6 +43,7 @@ func TestCheckForward(t *testing.T) {
 		{Request{Op: OpW4ANVFP4, T: 2, K: 100, N: 32, Global: 0.5}, b(100, 12, 1600, 0), "multiple of 128"},
 		{Request{Op: OpW4ANVFP4, T: 2, K: 128, N: 32}, b(128, 16, 2048, 4*32), "global scale"},
 		{Request{Op: OpRMSNorm, Rows: 3, Cols: 8}, b(96, 28), "part 1"},
+		{Request{Op: OpW4AFP8TC, T: 2, K: 128, N: 3}, b(256, 8, 192, 8), "part 3"},
 		{Request{Op: OpRoPE, Rows: 3, Fwd: &Fwd{Heads: 2, HeadDim: 7}}, b(4*3*14, 12), "odd"},
 		{Request{Op: OpRoPE, Rows: 3}, b(4, 4), "out of range"},
 		{Request{Op: OpAttention, Rows: 3, Fwd: &Fwd{Heads: 3, KVHeads: 2, HeadDim: 8}}, b(4*3*24, 4*3*16, 4*3*16), "multiple"},
