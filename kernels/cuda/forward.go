@@ -36,6 +36,19 @@ func fellBack(err error) bool {
 // codes and the INT4 weight codes cross as nibbles, the block scales as
 // E4M3 codes; the bias is added here, after the global scale, as the CPU does.
 func (b *Backend) W4ANVFP4Linear(ctx context.Context, a *kernels.NVFP4Tokens, w *kernels.W4AWeight) (kernels.Matrix, error) {
+	return b.w4aNVFP4(ctx, a, w, wire.OpW4ANVFP4)
+}
+
+// W4ANVFP4LinearTC runs the W4A-NVFP4 GEMM with the tensor-core kernel
+// (w4a_nvfp4_tc.cu). Not yet run on a GPU: W4ANVFP4Linear keeps the
+// CUDA-core kernel until TestGPUParityW4ANVFP4TensorCore has passed on one.
+// Its outputs are the CPU's bit for bit unless a group's plane sums pass
+// FP32's 24 bits (within the bound that test states).
+func (b *Backend) W4ANVFP4LinearTC(ctx context.Context, a *kernels.NVFP4Tokens, w *kernels.W4AWeight) (kernels.Matrix, error) {
+	return b.w4aNVFP4(ctx, a, w, wire.OpW4ANVFP4TC)
+}
+
+func (b *Backend) w4aNVFP4(ctx context.Context, a *kernels.NVFP4Tokens, w *kernels.W4AWeight, op string) (kernels.Matrix, error) {
 	cpuRun := func() (kernels.Matrix, error) { return b.Backend.W4ANVFP4Linear(ctx, a, w) }
 	if a == nil || w == nil || a.Rows <= 0 || a.Cols != w.In || w.In%kernels.W4AGroup != 0 || w.Out <= 0 || w.Out%32 != 0 ||
 		len(a.Codes) != a.Rows*a.Cols || len(a.Scales) != a.Rows*a.Cols/16 || len(w.Codes) != w.In*w.Out ||
@@ -44,7 +57,7 @@ func (b *Backend) W4ANVFP4Linear(ctx context.Context, a *kernels.NVFP4Tokens, w 
 		return cpuRun() // empty input, or the CPU's error
 	}
 	T, K, N := a.Rows, a.Cols, w.Out
-	if int64(K) > wire.W4AMaxK || T > wire.W4AMaxT || b.tooBig(wire.OpW4ANVFP4, wire.W4ANVFP4Bytes(int64(T), int64(K), int64(N))) {
+	if int64(K) > wire.W4AMaxK || T > wire.W4AMaxT || b.tooBig(op, wire.W4ANVFP4Bytes(int64(T), int64(K), int64(N))) {
 		return cpuRun()
 	}
 	codes := make([]byte, len(a.Codes)/2)
@@ -55,7 +68,7 @@ func (b *Backend) W4ANVFP4Linear(ctx context.Context, a *kernels.NVFP4Tokens, w 
 	if !ok {
 		return cpuRun()
 	}
-	req := wire.Request{Op: wire.OpW4ANVFP4, T: int64(T), K: int64(K), N: int64(N), Global: a.Global}
+	req := wire.Request{Op: op, T: int64(T), K: int64(K), N: int64(N), Global: a.Global}
 	r, out, err := b.call(ctx, wire.W4ANVFP4Bytes(int64(T), int64(K), int64(N)), req, codes, a.Scales, q, f32Bytes(w.Scales))
 	if err != nil {
 		if fellBack(err) {

@@ -28,7 +28,7 @@ func fakeForward(be *cpu.Backend, req wire.Request, parts [][]byte) (wire.Respon
 		return wire.Response{}, [][]byte{f32Bytes(m.Data)}, true, err
 	}
 	switch req.Op {
-	case wire.OpW4ANVFP4:
+	case wire.OpW4ANVFP4, wire.OpW4ANVFP4TC:
 		T, K, N := int(req.T), int(req.K), int(req.N)
 		a := &kernels.NVFP4Tokens{Rows: T, Cols: K, Codes: make([]byte, T*K), Scales: parts[1], Global: req.Global}
 		for i, b := range parts[0] {
@@ -119,6 +119,10 @@ func TestFakeWorkerForward(t *testing.T) {
 	}
 	want, _ := ref.W4ANVFP4Linear(ctx, a, w)
 	sameF32(t, "w4a_nvfp4", got.Data, want.Data)
+	if got, err = b.W4ANVFP4LinearTC(ctx, a, w); err != nil {
+		t.Fatal(err)
+	}
+	sameF32(t, "w4a_nvfp4_tc", got.Data, want.Data)
 
 	fa, err := ref.W4AFP8Quantize(ctx, randMat(r, 3, 256, 12))
 	if err != nil {

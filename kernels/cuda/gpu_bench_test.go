@@ -97,7 +97,12 @@ func BenchmarkGPUW4AFP8(b *testing.B) {
 
 // BenchmarkGPUW4ANVFP4 is the W4A-NVFP4 GEMM of 2048 tokens through a
 // 4096→4096 linear; worker-TFLOP/s counts 2·T·K·N.
-func BenchmarkGPUW4ANVFP4(b *testing.B) {
+func BenchmarkGPUW4ANVFP4(b *testing.B) { benchW4ANVFP4(b, wire.OpW4ANVFP4) }
+
+// BenchmarkGPUW4ANVFP4TC is the same GEMM on the tensor-core kernel.
+func BenchmarkGPUW4ANVFP4TC(b *testing.B) { benchW4ANVFP4(b, wire.OpW4ANVFP4TC) }
+
+func benchW4ANVFP4(b *testing.B, op string) {
 	be := gpuBackend(b)
 	T, K, N := 2048, 4096, 4096
 	ws := make([]float32, N*K/128)
@@ -108,7 +113,7 @@ func BenchmarkGPUW4ANVFP4(b *testing.B) {
 	for i := range sc {
 		sc[i] &= 0x77 // positive, no NaN code
 	}
-	req := wire.Request{Op: wire.OpW4ANVFP4, T: int64(T), K: int64(K), N: int64(N), Global: 0.01}
+	req := wire.Request{Op: op, T: int64(T), K: int64(K), N: int64(N), Global: 0.01}
 	codes, wq := randBytes(T*K/2, 7), randBytes(N*K/2, 8)
 	b.ResetTimer()
 	var ms float64

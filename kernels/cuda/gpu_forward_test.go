@@ -208,3 +208,39 @@ func TestGPUParityW4AFP8TensorCore(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUParityW4ANVFP4TensorCore checks the NVFP4 tensor-core kernel (not
+// yet run on a GPU when written) against the CPU within its stated bound:
+// 2^-20 · g · Σ_g |scale_ng| · Σ_{i∈g} |a_ti·s_b|·(|low| + 4·|high|).
+func TestGPUParityW4ANVFP4TensorCore(t *testing.T) {
+	b := gpuBackend(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(45, 1))
+	for _, s := range [][3]int{{1, 128, 32}, {70, 512, 96}, {300, 4096, 1024}} {
+		T, K, N := s[0], s[1], s[2]
+		a, w := w4aNVFP4Case(r, T, K, N, kernels.ActLeastSquares)
+		got, err := b.W4ANVFP4LinearTC(ctx, a, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := cpu.New().W4ANVFP4Linear(ctx, a, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := K / 128
+		high, low := cpu.W4ANVFP4Planes(w.Codes)
+		within(t, "w4a_nvfp4_tc", got.Data, want.Data, func(i int) float64 {
+			tt, n := i/N, i%N
+			var sum float64
+			for g := range groups {
+				var ac float64
+				for k := g * 128; k < (g+1)*128; k++ {
+					v := math.Abs(float64(numeric.E2M1ToFloat32(a.Codes[tt*K+k]&15)) * float64(numeric.E4M3ToFloat32(a.Scales[(tt*K+k)/16])))
+					ac += v * (math.Abs(float64(low[n*K+k])) + 4*math.Abs(float64(high[n*K+k])))
+				}
+				sum += math.Abs(float64(w.Scales[n*groups+g])) * ac
+			}
+			return 0x1p-20 * float64(a.Global) * sum
+		})
+	}
+}

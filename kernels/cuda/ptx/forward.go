@@ -5,5 +5,5 @@ package ptx
 // calibration reductions. Registered here, not in Modules' literal, so that
 // the lists other kernel families add to do not collide.
 func init() {
-	Modules = append(Modules, "w4a_nvfp4", "llama", "calib", "w4a_fp8_tc")
+	Modules = append(Modules, "w4a_nvfp4", "llama", "calib", "w4a_fp8_tc", "w4a_nvfp4_tc")
 }

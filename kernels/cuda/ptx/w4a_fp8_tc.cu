@@ -39,8 +39,8 @@ __device__ __forceinline__ unsigned short tc_bf16(float v) { return (unsigned sh
 // shared memory.
 extern "C" __global__ void w4a_fp8_tc(float *y, const unsigned char *a, const float *as, const unsigned char *wq,
                                       const float *ws, long long T, long long K, long long N) {
-    __shared__ unsigned short As[TC_TM * TC_LD];
-    __shared__ unsigned short Bs[TC_TN * TC_LD];
+    __shared__ __align__(16) unsigned short As[TC_TM * TC_LD];
+    __shared__ __align__(16) unsigned short Bs[TC_TN * TC_LD];
     __shared__ unsigned short e4m3_bf16[256];
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
     long long t0 = (long long)blockIdx.y * TC_TM, n0 = (long long)blockIdx.x * TC_TN;

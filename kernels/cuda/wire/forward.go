@@ -20,6 +20,8 @@ const (
 	OpAbsHist       = "abs_hist"       // Fwd.Max, Fwd.Bins; parts: f32 x → uint64 counts of floor(|x|/max·bins), clamped
 	// OpW4AFP8TC is OpW4AFP8 on tensor cores (w4a_fp8_tc.cu; not yet run on a GPU)
 	OpW4AFP8TC = "w4a_fp8_tc"
+	// OpW4ANVFP4TC is OpW4ANVFP4 on tensor cores (w4a_nvfp4_tc.cu; not yet run on a GPU)
+	OpW4ANVFP4TC = "w4a_nvfp4_tc"
 )
 
 // Fwd holds the forward operations' parameters (Request.Fwd).
@@ -82,7 +84,7 @@ func checkForward(req Request, parts [][]byte) error {
 		r := req
 		r.Op = OpW4AFP8
 		return Check(r, parts)
-	case OpW4ANVFP4:
+	case OpW4ANVFP4, OpW4ANVFP4TC:
 		if err := dims(req.T, req.K, req.N); err != nil {
 			return err
 		}

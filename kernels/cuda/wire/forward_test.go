@@ -22,6 +22,7 @@ func TestCheckForward(t *testing.T) {
 		{Request{Op: OpW4ANVFP4, T: 2, K: 128, N: 32, Global: 0.5}, b(128, 16, 2048, 4*32)},
 		{Request{Op: OpRMSNorm, Rows: 3, Cols: 8, Fwd: &Fwd{Eps: 1e-5}}, b(96, 32)},
 		{Request{Op: OpW4AFP8TC, T: 2, K: 128, N: 3}, b(256, 8, 192, 12)},
+		{Request{Op: OpW4ANVFP4TC, T: 2, K: 128, N: 32, Global: 0.5}, b(128, 16, 2048, 4*32)},
 		{Request{Op: OpRoPE, Rows: 3, Fwd: &Fwd{Heads: 2, HeadDim: 8}}, b(4*3*16, 16)},
 		{Request{Op: OpAttention, Rows: 3, Fwd: &Fwd{Heads: 4, KVHeads: 2, HeadDim: 8}}, b(4*3*32, 4*3*16, 4*3*16)},
 		{Request{Op: OpSwiGLU}, b(40, 40)},

@@ -17,6 +17,7 @@ func init() {
 	kernelsOf["w4a_nvfp4"] = []string{"w4a_nvfp4"}
 	kernelsOf["llama"] = []string{"rms_norm", "rope", "attention", "swiglu"}
 	kernelsOf["w4a_fp8_tc"] = []string{"w4a_fp8_tc"}
+	kernelsOf["w4a_nvfp4_tc"] = []string{"w4a_nvfp4_tc"}
 	kernelsOf["calib"] = []string{"channel_stats", "block_hessians", "hist_zero", "abs_hist"}
 }
 
@@ -34,6 +35,12 @@ func (g *gpu) forwardSteps(req wire.Request, parts [][]byte) ([]step, [][]byte) 
 		T, K, N := req.T, req.K, req.N
 		return one([][]byte{make([]byte, 4*T*N)}, func(in, o []cu.DevicePtr, s cu.Stream) error {
 			return g.launch("w4a_nvfp4", s, int((N+127)/128), int(T), 128, int(K/2+K/16),
+				dp(o[0]), dp(in[0]), dp(in[1]), dp(in[2]), dp(in[3]), uint64(T), uint64(K), uint64(N), f32(req.Global))
+		})
+	case wire.OpW4ANVFP4TC:
+		T, K, N := req.T, req.K, req.N
+		return one([][]byte{make([]byte, 4*T*N)}, func(in, o []cu.DevicePtr, s cu.Stream) error {
+			return g.launch("w4a_nvfp4_tc", s, int((N+31)/32), int((T+63)/64), 128, 0,
 				dp(o[0]), dp(in[0]), dp(in[1]), dp(in[2]), dp(in[3]), uint64(T), uint64(K), uint64(N), f32(req.Global))
 		})
 	case wire.OpW4AFP8TC:

@@ -304,7 +304,7 @@ func (g *gpu) handle(req wire.Request, parts [][]byte) (wire.Response, [][]byte,
 				return g.launch("w4a_fp8", s, int((N+127)/128), int(T), 128, int(K), dp(o[0]), dp(in[0]), dp(in[1]), dp(in[2]), dp(in[3]), uint64(T), uint64(K), uint64(N))
 			},
 		}}
-	case wire.OpW4ANVFP4, wire.OpW4AFP8TC, wire.OpRMSNorm, wire.OpRoPE, wire.OpAttention, wire.OpSwiGLU, wire.OpChannelStats, wire.OpBlockHessians, wire.OpAbsHist:
+	case wire.OpW4ANVFP4, wire.OpW4AFP8TC, wire.OpW4ANVFP4TC, wire.OpRMSNorm, wire.OpRoPE, wire.OpAttention, wire.OpSwiGLU, wire.OpChannelStats, wire.OpBlockHessians, wire.OpAbsHist:
 		steps, out = g.forwardSteps(req, parts) // forward.go
 	default:
 		return wire.Response{}, nil, fmt.Errorf("unknown operation %q", req.Op)

@@ -1,4 +1,4 @@
-// host_tc.cpp runs the tensor-core kernel (w4a_fp8_tc.cu) on the CPU: each
+// host_tc.cpp runs the tensor-core kernels (w4a_fp8_tc.cu, w4a_nvfp4_tc.cu) on the CPU: each
 // block's threads as real threads (std::barrier for __syncthreads), and
 // mma.sync emulated for each warp from the fragment layout of PTX ISA
 // §9.7.13.4.8 (m16n8k16, .row.col, bf16 → f32): the lanes deposit their
@@ -22,6 +22,7 @@
 #define __forceinline__ inline
 #define __constant__
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 struct dim { unsigned x, y, z; };
 static thread_local dim threadIdx;
 static dim blockIdx, blockDim, gridDim;
@@ -71,6 +72,7 @@ static void mma_m16n8k16_bf16(float *d, const unsigned *a, const unsigned *b) {
 }
 
 #include "../w4a_fp8_tc.cu"
+#include "../w4a_nvfp4_tc.cu"
 
 static std::vector<unsigned char> readAll() {
     std::vector<unsigned char> b;
@@ -82,19 +84,23 @@ static std::vector<unsigned char> readAll() {
 
 int main(int argc, char **argv) {
     std::string op = argc > 1 ? argv[1] : "";
-    if (op != "w4a_tc") {
+    if (op != "w4a_tc" && op != "w4a_nvfp4_tc") {
         fprintf(stderr, "unknown op %s\n", op.c_str());
         return 2;
     }
     long long T = atoll(argv[2]), K = atoll(argv[3]), N = atoll(argv[4]);
+    bool nv = op == "w4a_nvfp4_tc";
+    float global = nv ? strtof(argv[5], nullptr) : 0.f;
     std::vector<unsigned char> in = readAll(), out(4 * T * N);
-    const unsigned char *a = in.data(), *p = a + T * K;
+    // fp8: codes [T,K], f32 token scales; nvfp4: codes [T,K/2], e4m3 scales [T,K/16]
+    const unsigned char *a = in.data(), *p = nv ? a + T * K / 2 : a + T * K;
     const float *as = (const float *)p;
-    const unsigned char *wq = p + 4 * T;
+    const unsigned char *as8 = p;
+    const unsigned char *wq = nv ? p + T * K / 16 : p + 4 * T;
     const float *ws = (const float *)(wq + N * K / 2);
     const int threads = 128;
     blockDim = {threads, 1, 1};
-    gridDim = {(unsigned)((N + 63) / 64), (unsigned)((T + 63) / 64), 1};
+    gridDim = {(unsigned)((N + (nv ? 31 : 63)) / (nv ? 32 : 64)), (unsigned)((T + 63) / 64), 1};
     std::barrier<> bar(threads);
     block_bar = &bar;
     std::vector<std::barrier<> *> wb;
@@ -106,7 +112,10 @@ int main(int argc, char **argv) {
             for (int i = 0; i < threads; i++)
                 ts.emplace_back([&, i] {
                     threadIdx = {(unsigned)i, 0, 0};
-                    w4a_fp8_tc((float *)out.data(), a, as, wq, ws, T, K, N);
+                    if (nv)
+                        w4a_nvfp4_tc((float *)out.data(), a, as8, wq, ws, T, K, N, global);
+                    else
+                        w4a_fp8_tc((float *)out.data(), a, as, wq, ws, T, K, N);
                 });
             for (auto &t : ts) t.join();
         }
