@@ -26,6 +26,15 @@ func (b *Backend) tooBig(op string, bytes int64) bool {
 	return false
 }
 
+// noGPU reports a backend whose worker never said hello (Open logged why
+// once): the forward's many small operations then run on the CPU at once,
+// instead of starting a worker, and logging, at each of them.
+func (b *Backend) noGPU() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gpu == nil
+}
+
 // fellBack reports whether err asks for the CPU.
 func fellBack(err error) bool {
 	_, ok := err.(*errFallback)
@@ -50,6 +59,9 @@ func (b *Backend) W4ANVFP4LinearTC(ctx context.Context, a *kernels.NVFP4Tokens, 
 
 func (b *Backend) w4aNVFP4(ctx context.Context, a *kernels.NVFP4Tokens, w *kernels.W4AWeight, op string) (kernels.Matrix, error) {
 	cpuRun := func() (kernels.Matrix, error) { return b.Backend.W4ANVFP4Linear(ctx, a, w) }
+	if b.noGPU() {
+		return cpuRun()
+	}
 	if a == nil || w == nil || a.Rows <= 0 || a.Cols != w.In || w.In%kernels.W4AGroup != 0 || w.Out <= 0 || w.Out%32 != 0 ||
 		len(a.Codes) != a.Rows*a.Cols || len(a.Scales) != a.Rows*a.Cols/16 || len(w.Codes) != w.In*w.Out ||
 		len(w.Scales) != w.In/kernels.W4AGroup*w.Out || (w.Bias != nil && len(w.Bias) != w.Out) ||
@@ -108,6 +120,9 @@ func int4Nibbles(c []int8) ([]byte, bool) {
 // reduction: within 4 float32 ulps of the CPU's, see llama.cu).
 func (b *Backend) RMSNorm(ctx context.Context, x kernels.Matrix, w []float32, eps float32) (kernels.Matrix, error) {
 	cpuRun := func() (kernels.Matrix, error) { return b.Backend.RMSNorm(ctx, x, w, eps) }
+	if b.noGPU() {
+		return cpuRun()
+	}
 	if x.Rows <= 0 || x.Cols <= 0 || len(x.Data) != x.Rows*x.Cols || len(w) != x.Cols || !(eps >= 0 && eps <= math.MaxFloat32) ||
 		b.tooBig(wire.OpRMSNorm, 8*int64(len(x.Data))+4*int64(len(w))) {
 		return cpuRun()
@@ -120,6 +135,9 @@ func (b *Backend) RMSNorm(ctx context.Context, x kernels.Matrix, w []float32, ep
 // precision: see llama.cu for the bound).
 func (b *Backend) RoPE(ctx context.Context, x kernels.Matrix, heads, d int, inv []float32) (kernels.Matrix, error) {
 	cpuRun := func() (kernels.Matrix, error) { return b.Backend.RoPE(ctx, x, heads, d, inv) }
+	if b.noGPU() {
+		return cpuRun()
+	}
 	if x.Rows <= 0 || cpu.CheckRoPE(x, heads, d, inv) != nil || b.tooBig(wire.OpRoPE, 8*int64(len(x.Data))) {
 		return cpuRun()
 	}
@@ -131,6 +149,9 @@ func (b *Backend) RoPE(ctx context.Context, x kernels.Matrix, heads, d int, inv 
 // (query, head), up to wire.AttnMaxT tokens and head dimension AttnMaxD.
 func (b *Backend) Attention(ctx context.Context, q, k, v kernels.Matrix, heads, kvHeads, d int) (kernels.Matrix, error) {
 	cpuRun := func() (kernels.Matrix, error) { return b.Backend.Attention(ctx, q, k, v, heads, kvHeads, d) }
+	if b.noGPU() {
+		return cpuRun()
+	}
 	if q.Rows <= 0 || cpu.CheckAttention(q, k, v, heads, kvHeads, d) != nil {
 		return cpuRun()
 	}
@@ -148,6 +169,9 @@ func (b *Backend) Attention(ctx context.Context, q, k, v kernels.Matrix, heads, 
 // SwiGLU computes silu(g)·u on the GPU.
 func (b *Backend) SwiGLU(ctx context.Context, g, u kernels.Matrix) (kernels.Matrix, error) {
 	cpuRun := func() (kernels.Matrix, error) { return b.Backend.SwiGLU(ctx, g, u) }
+	if b.noGPU() {
+		return cpuRun()
+	}
 	if len(g.Data) == 0 || len(g.Data) != g.Rows*g.Cols || g.Rows != u.Rows || g.Cols != u.Cols || len(u.Data) != len(g.Data) ||
 		b.tooBig(wire.OpSwiGLU, 12*int64(len(g.Data))) {
 		return cpuRun()
@@ -176,6 +200,9 @@ func (b *Backend) matrixCall(ctx context.Context, req wire.Request, rows, cols i
 // rows in order).
 func (b *Backend) ChannelStats(ctx context.Context, x kernels.Matrix) ([]float32, []float64, error) {
 	cpuRun := func() ([]float32, []float64, error) { return b.Backend.ChannelStats(ctx, x) }
+	if b.noGPU() {
+		return cpuRun()
+	}
 	if x.Rows <= 0 || x.Cols <= 0 || len(x.Data) != x.Rows*x.Cols || b.tooBig(wire.OpChannelStats, 4*int64(len(x.Data))+12*int64(x.Cols)) {
 		return cpuRun()
 	}
@@ -206,6 +233,9 @@ func (b *Backend) ChannelStats(ctx context.Context, x kernels.Matrix) ([]float32
 // the CPU, whose error names them.
 func (b *Backend) BlockHessians(ctx context.Context, x kernels.Matrix) ([]float32, error) {
 	cpuRun := func() ([]float32, error) { return b.Backend.BlockHessians(ctx, x) }
+	if b.noGPU() {
+		return cpuRun()
+	}
 	if x.Rows <= 0 || x.Cols <= 0 || x.Cols%16 != 0 || len(x.Data) != x.Rows*x.Cols || b.tooBig(wire.OpBlockHessians, 4*int64(len(x.Data))+64*int64(x.Cols)) {
 		return cpuRun()
 	}
@@ -228,6 +258,9 @@ func (b *Backend) BlockHessians(ctx context.Context, x kernels.Matrix) ([]float3
 // AbsHistogram counts |x| in bins on the GPU (integer counts: exact).
 func (b *Backend) AbsHistogram(ctx context.Context, x []float32, mx float32, bins int) ([]int64, error) {
 	cpuRun := func() ([]int64, error) { return b.Backend.AbsHistogram(ctx, x, mx, bins) }
+	if b.noGPU() {
+		return cpuRun()
+	}
 	if len(x) == 0 || bins <= 0 || bins > wire.HistMaxBin || !(mx > 0 && mx <= math.MaxFloat32) || b.tooBig(wire.OpAbsHist, 4*int64(len(x))+8*int64(bins)) {
 		return cpuRun()
 	}
@@ -261,6 +294,9 @@ var (
 // sums pass FP32's 24 bits).
 func (b *Backend) W4AFP8LinearTC(ctx context.Context, a *kernels.FP8Tokens, w *kernels.W4AWeight) (kernels.Matrix, error) {
 	cpuRun := func() (kernels.Matrix, error) { return b.Backend.W4AFP8Linear(ctx, a, w) }
+	if b.noGPU() {
+		return cpuRun()
+	}
 	if a == nil || w == nil || a.Rows <= 0 || a.Cols != w.In || w.In%kernels.W4AGroup != 0 || w.Out <= 0 || w.Out%32 != 0 ||
 		len(a.Codes) != a.Rows*a.Cols || len(a.Scales) != a.Rows || len(w.Codes) != w.In*w.Out ||
 		len(w.Scales) != w.In/kernels.W4AGroup*w.Out || (w.Bias != nil && len(w.Bias) != w.Out) {

@@ -207,3 +207,29 @@ func TestFakeWorkerForward(t *testing.T) {
 		t.Fatal("attention with 3 heads over 2 KV heads: no error")
 	}
 }
+
+// TestNoGPUForwardOps: when the worker never said hello (no GPU), the
+// forward's operations run on the CPU at once: Open's one line, no worker
+// started and no line for each operation.
+func TestNoGPUForwardOps(t *testing.T) {
+	b, l := openFake(t, "text")
+	if l.n() != 1 {
+		t.Fatalf("Open logged %d lines: %s", l.n(), l.all())
+	}
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(32, 1))
+	x, w := randMat(r, 3, 16, 4), randMat(r, 1, 16, 1).Data
+	for range 20 {
+		got, err := b.RMSNorm(ctx, x, w, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameF32(t, "rms_norm", got.Data, cpu.RMSNorm(x, w, 1e-5).Data)
+	}
+	if _, err := b.SwiGLU(ctx, x, x); err != nil {
+		t.Fatal(err)
+	}
+	if l.n() != 1 {
+		t.Fatalf("the operations logged: %s", l.all())
+	}
+}
