@@ -19,7 +19,10 @@ func TestLlamaOpsShapes(t *testing.T) {
 		want string
 	}{
 		{func() error { _, err := b.RMSNorm(ctx, m(2, 4), make([]float32, 3), 1e-5); return err }(), "rms_norm"},
-		{func() error { _, err := b.RMSNorm(ctx, kernels.Matrix{Rows: 2, Cols: 4}, make([]float32, 4), 1e-5); return err }(), "rms_norm"},
+		{func() error {
+			_, err := b.RMSNorm(ctx, kernels.Matrix{Rows: 2, Cols: 4}, make([]float32, 4), 1e-5)
+			return err
+		}(), "rms_norm"},
 		{func() error { _, err := b.RoPE(ctx, m(2, 12), 2, 5, make([]float32, 2)); return err }(), "rope"},
 		{func() error { _, err := b.RoPE(ctx, m(2, 16), 2, 8, make([]float32, 3)); return err }(), "rope"},
 		{func() error { _, err := b.Attention(ctx, m(2, 24), m(2, 16), m(2, 16), 3, 2, 8); return err }(), "attention"},
