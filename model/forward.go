@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/kernels/cpu"
 )
 
 // W4A modes of the forward.
@@ -53,6 +53,8 @@ type Model struct {
 	Config *Config
 	c      *checkpoint.Checkpoint
 	be     kernels.W4A
+	ops    kernels.LlamaOps // be's, when it has them; else the CPU's
+	inv    []float32        // the rotary inverse frequencies (llama3-scaled)
 }
 
 var projections = []string{
@@ -67,7 +69,12 @@ func New(c *checkpoint.Checkpoint, be kernels.W4A) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Config: cfg, c: c, be: be}
+	m := &Model{Config: cfg, c: c, be: be, inv: cfg.InvFreq()}
+	if ops, ok := be.(kernels.LlamaOps); ok {
+		m.ops = ops
+	} else {
+		m.ops = cpu.New()
+	}
 	H, q, kv := cfg.Hidden, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	want := map[string][2]int{"model.embed_tokens": {cfg.Vocab, H}, "model.norm": {1, H}}
 	if !cfg.Tied {
@@ -174,23 +181,21 @@ func (m *Model) Forward(ctx context.Context, tokens []int, opt Options) (kernels
 			opt.Progress(int64(done), int64(cfg.Layers+2))
 		}
 	}
-	T := len(tokens)
 	h, err := m.Embed(tokens)
 	if err != nil {
 		return kernels.Matrix{}, err
 	}
 	progress(1)
-	rope := newRope(cfg, T)
 	for l := range cfg.Layers {
 		if err := ctx.Err(); err != nil {
 			return kernels.Matrix{}, err
 		}
-		if err := m.layer(ctx, l, h, rope, st); err != nil {
+		if err := m.layer(ctx, l, h, st); err != nil {
 			return kernels.Matrix{}, err
 		}
 		progress(l + 2)
 	}
-	x, err := m.norm("model.norm", h)
+	x, err := m.norm(ctx, "model.norm", h)
 	if err != nil {
 		return kernels.Matrix{}, err
 	}
@@ -206,7 +211,7 @@ func (m *Model) Forward(ctx context.Context, tokens []int, opt Options) (kernels
 // mode q/k/v share one quantized operand (the input norm's output) and
 // gate/up another (the post-attention norm's), as GPT-QModel's stream packs
 // each once; the producers of NUMERICS.md are observed where they arise.
-func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, st *stream) error {
+func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, st *stream) error {
 	cfg := m.Config
 	p := fmt.Sprintf("model.layers.%d.", l)
 	if l == 0 {
@@ -214,7 +219,7 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 			return err
 		}
 	}
-	x, err := m.norm(p+"input_layernorm", h)
+	x, err := m.norm(ctx, p+"input_layernorm", h)
 	if err != nil {
 		return err
 	}
@@ -229,9 +234,13 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 		}
 	}
 	q, k, v := out[0], out[1], out[2]
-	rope.apply(q, cfg.Heads, cfg.HeadDim)
-	rope.apply(k, cfg.KVHeads, cfg.HeadDim)
-	att, err := attention(ctx, q, k, v, cfg)
+	if q, err = m.ops.RoPE(ctx, q, cfg.Heads, cfg.HeadDim, m.inv); err != nil {
+		return err
+	}
+	if k, err = m.ops.RoPE(ctx, k, cfg.KVHeads, cfg.HeadDim, m.inv); err != nil {
+		return err
+	}
+	att, err := m.ops.Attention(ctx, q, k, v, cfg.Heads, cfg.KVHeads, cfg.HeadDim)
 	if err != nil {
 		return err
 	}
@@ -250,7 +259,7 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 	if err := st.observe(p+"post_attention_residual", h); err != nil {
 		return err
 	}
-	if x, err = m.norm(p+"post_attention_layernorm", h); err != nil {
+	if x, err = m.norm(ctx, p+"post_attention_layernorm", h); err != nil {
 		return err
 	}
 	gu, err := st.operand(ctx, x, st.mlp, "", p+"mlp.gate_proj/up_proj")
@@ -265,8 +274,8 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 	if err != nil {
 		return err
 	}
-	for i, gv := range g.Data {
-		g.Data[i] = float32(silu(gv) * u.Data[i])
+	if g, err = m.ops.SwiGLU(ctx, g, u); err != nil {
+		return err
 	}
 	if err := st.observe(p+"mlp.down_proj.input", g); err != nil {
 		return err
@@ -283,43 +292,20 @@ func (m *Model) layer(ctx context.Context, l int, h kernels.Matrix, rope *rope, 
 	return st.observe(p+"output", h)
 }
 
-// silu is x·sigmoid(x) in float32 (exp in float64, rounded).
-func silu(x float32) float32 {
-	return float32(x / float32(1+float32(math.Exp(float64(-x)))))
-}
-
 func addInto(h, d kernels.Matrix) {
 	for i, v := range d.Data {
 		h.Data[i] += v
 	}
 }
 
-// norm is HF's LlamaRMSNorm in float32: x·rsqrt(mean(x²)+eps), times the
-// weight. The mean of squares is summed in float64 and rounded to float32
-// (torch's float32 reduction order is not specified); rsqrt is
-// 1/sqrt in float64, rounded.
-func (m *Model) norm(name string, x kernels.Matrix) (kernels.Matrix, error) {
+// norm is HF's LlamaRMSNorm in float32 with the module's weight.
+func (m *Model) norm(ctx context.Context, name string, x kernels.Matrix) (kernels.Matrix, error) {
 	mod, _ := m.c.Module(name)
 	w, err := scheme.Dequantize(mod, m.c, 0, 1)
 	if err != nil {
 		return kernels.Matrix{}, err
 	}
-	eps := float32(m.Config.Eps)
-	y := kernels.Matrix{Rows: x.Rows, Cols: x.Cols, Data: make([]float32, len(x.Data))}
-	for t := range x.Rows {
-		row := x.Data[t*x.Cols : (t+1)*x.Cols]
-		var ss float64
-		for _, v := range row {
-			ss += float64(v) * float64(v)
-		}
-		variance := float32(ss / float64(len(row)))
-		r := float32(1 / math.Sqrt(float64(variance+eps)))
-		out := y.Data[t*x.Cols : (t+1)*x.Cols]
-		for i, v := range row {
-			out[i] = float32(w[i] * float32(v*r))
-		}
-	}
-	return y, nil
+	return m.ops.RMSNorm(ctx, x, w, float32(m.Config.Eps))
 }
 
 // linear reads one projection, applies it to its operand, and lets it go.

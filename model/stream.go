@@ -183,7 +183,7 @@ func (m *Model) RunLayer(ctx context.Context, l int, h kernels.Matrix, opt Optio
 	if err != nil {
 		return err
 	}
-	err = m.layer(ctx, l, h, newRope(m.Config, h.Rows), st)
+	err = m.layer(ctx, l, h, st)
 	if errors.Is(err, ErrStop) {
 		return nil
 	}

@@ -73,6 +73,14 @@ if "GPUW4AFP8 worker-TFLOP/s" in res: res["w4a vs torch bf16"] = res["GPUW4AFP8 
 for name in ("GPUDequantInt/gptq4", "GPUDequantInt/awq4", "GPUDequantInt/ct3", "GPUStats/gptq4", "GPUStats/nvfp4"):  # dequant_int.cu
     m = re.search(r"Benchmark%s\S*\s.*?([\d.]+) worker-GB/s" % re.escape(name), bench)
     if m: res[name + " worker-GB/s"] = float(m.group(1)); res[name + " fraction of d2d copy"] = float(m.group(1)) / d2d
+m = re.search(r"BenchmarkGPUW4ANVFP4(?:-\d+)?\s.*?([\d.]+) worker-TFLOP/s", bench)
+if m: res["GPUW4ANVFP4 worker-TFLOP/s"] = float(m.group(1)); res["w4a_nvfp4 vs torch bf16"] = float(m.group(1)) / mm
+m = re.search(r"BenchmarkGPUW4AFP8TC(?:-\d+)?\s.*?([\d.]+) worker-TFLOP/s", bench)
+if m: res["GPUW4AFP8TC worker-TFLOP/s"] = float(m.group(1)); res["w4a_fp8 tensor cores vs torch bf16"] = float(m.group(1)) / mm
+m = re.search(r"BenchmarkGPUW4ANVFP4TC(?:-\d+)?\s.*?([\d.]+) worker-TFLOP/s", bench)
+if m: res["GPUW4ANVFP4TC worker-TFLOP/s"] = float(m.group(1)); res["w4a_nvfp4 tensor cores vs torch bf16"] = float(m.group(1)) / mm
+m = re.search(r"BenchmarkGPUForward1BShape(?:-\d+)?\s.*?([\d.]+) tokens/s", bench)
+if m: res["1B-shape forward (16 tokens, W4A-FP8; head on the CPU) tokens/s"] = float(m.group(1))
 json.dump(res, open(f"{out}/summary.json", "w"), indent=1)
 print(json.dumps(res, indent=1))
 PY

@@ -127,3 +127,69 @@ func BenchmarkGPUQuantNVFP4Recipes(b *testing.B) {
 		benchCall(b, wire.Request{Op: wire.OpQuantNVFP4LH, Rows: 8192, Cols: 4096, T: 512, Global: 0x1p-10}, int64(len(w)), w, x)
 	})
 }
+
+// BenchmarkGPUW4ANVFP4 is the W4A-NVFP4 GEMM of 2048 tokens through a
+// 4096→4096 linear; worker-TFLOP/s counts 2·T·K·N.
+func BenchmarkGPUW4ANVFP4(b *testing.B) { benchW4ANVFP4(b, wire.OpW4ANVFP4) }
+
+// BenchmarkGPUW4ANVFP4TC is the same GEMM on the tensor-core kernel.
+func BenchmarkGPUW4ANVFP4TC(b *testing.B) { benchW4ANVFP4(b, wire.OpW4ANVFP4TC) }
+
+func benchW4ANVFP4(b *testing.B, op string) {
+	be := gpuBackend(b)
+	T, K, N := 2048, 4096, 4096
+	ws := make([]float32, N*K/128)
+	for i := range ws {
+		ws[i] = 0.001
+	}
+	sc := randBytes(T*K/16, 6)
+	for i := range sc {
+		sc[i] &= 0x77 // positive, no NaN code
+	}
+	req := wire.Request{Op: op, T: int64(T), K: int64(K), N: int64(N), Global: 0.01}
+	codes, wq := randBytes(T*K/2, 7), randBytes(N*K/2, 8)
+	b.ResetTimer()
+	var ms float64
+	for range b.N {
+		r, _, err := be.w.Call(context.Background(), req, codes, sc, wq, f32Bytes(ws))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms += r.Millis
+	}
+	ms /= float64(b.N)
+	b.ReportMetric(ms, "worker-ms/op")
+	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
+}
+
+// BenchmarkGPUW4AFP8TC is BenchmarkGPUW4AFP8's GEMM on the tensor-core kernel.
+func BenchmarkGPUW4AFP8TC(b *testing.B) {
+	be := gpuBackend(b)
+	T, K, N := 2048, 4096, 4096
+	as := make([]float32, T)
+	ws := make([]float32, N*K/128)
+	for i := range as {
+		as[i] = 0.01
+	}
+	for i := range ws {
+		ws[i] = 0.001
+	}
+	codes := randBytes(T*K, 4)
+	for i := range codes {
+		codes[i] &^= 0x78 // no NaN codes
+	}
+	req := wire.Request{Op: wire.OpW4AFP8TC, T: int64(T), K: int64(K), N: int64(N)}
+	wq := randBytes(N*K/2, 5)
+	b.ResetTimer()
+	var ms float64
+	for range b.N {
+		r, _, err := be.w.Call(context.Background(), req, codes, f32Bytes(as), wq, f32Bytes(ws))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms += r.Millis
+	}
+	ms /= float64(b.N)
+	b.ReportMetric(ms, "worker-ms/op")
+	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
+}

@@ -144,6 +144,8 @@ func Check(req Request, parts [][]byte) error {
 			return fmt.Errorf("%s: [%d, %d]×[%d, %d] needs %d MiB, over the worker's %d MiB staging", req.Op, req.T, req.K, req.N, req.K, W4ABytes(req.T, req.K, req.N)>>20, MaxStep>>20)
 		}
 		return want(req.T*req.K, 4*req.T, req.N*req.K/2, 4*req.N*(req.K/128))
+	case OpW4ANVFP4, OpW4AFP8TC, OpW4ANVFP4TC, OpRMSNorm, OpRoPE, OpAttention, OpSwiGLU, OpChannelStats, OpBlockHessians, OpAbsHist:
+		return checkForward(req, parts)
 	}
 	return fmt.Errorf("unknown operation %q", req.Op)
 }

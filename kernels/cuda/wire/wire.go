@@ -67,6 +67,7 @@ type Request struct {
 	T      int64   `json:"t,omitempty"` // W4A: tokens, input width K, outputs N
 	K      int64   `json:"k,omitempty"`
 	N      int64   `json:"n,omitempty"`
+	Fwd    *Fwd    `json:"fwd,omitempty"` // the forward operations' parameters (forward.go)
 	Parts  []int64 `json:"parts,omitempty"`
 	IntFields
 }

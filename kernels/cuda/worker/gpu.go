@@ -315,6 +315,8 @@ func (g *gpu) handle(req wire.Request, parts [][]byte) (wire.Response, [][]byte,
 		}}
 	case wire.OpQuantFP8, wire.OpQuantNVFP4GPTQ, wire.OpQuantNVFP4LH:
 		out, steps = g.quant2(req, parts)
+	case wire.OpW4ANVFP4, wire.OpW4AFP8TC, wire.OpW4ANVFP4TC, wire.OpRMSNorm, wire.OpRoPE, wire.OpAttention, wire.OpSwiGLU, wire.OpChannelStats, wire.OpBlockHessians, wire.OpAbsHist:
+		steps, out = g.forwardSteps(req, parts) // forward.go
 	default:
 		return wire.Response{}, nil, fmt.Errorf("unknown operation %q", req.Op)
 	}

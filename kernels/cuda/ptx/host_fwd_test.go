@@ -1,0 +1,123 @@
+package ptx
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/quantscope/quantscope/kernels"
+	"github.com/quantscope/quantscope/kernels/cpu"
+)
+
+// The forward-pass kernels' sources compiled for the CPU
+// (testdata/host_fwd.cpp) against kernels/cpu and model/'s arithmetic.
+
+var hostFwd struct {
+	once     sync.Once
+	bin, err string
+	dir      string
+}
+
+// TestMain removes the host build of the forward kernels after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if hostFwd.dir != "" {
+		os.RemoveAll(hostFwd.dir)
+	}
+	os.Exit(code)
+}
+
+func hostFwdKernels(t *testing.T) string {
+	t.Helper()
+	hostFwd.once.Do(func() {
+		cxx, err := exec.LookPath("g++")
+		if err != nil {
+			if cxx, err = exec.LookPath("c++"); err != nil {
+				hostFwd.err = "skip"
+				return
+			}
+		}
+		dir, err := os.MkdirTemp("", "qs-host-fwd")
+		hostFwd.dir = dir
+		if err != nil {
+			hostFwd.err = err.Error()
+			return
+		}
+		bin := filepath.Join(dir, "host_fwd")
+		out, err := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-o", bin, "testdata/host_fwd.cpp").CombinedOutput()
+		if err != nil {
+			hostFwd.err = fmt.Sprintf("building testdata/host_fwd.cpp: %v\n%s", err, out)
+			return
+		}
+		hostFwd.bin = bin
+	})
+	if hostFwd.err == "skip" {
+		t.Skip("no C++ compiler to build testdata/host_fwd.cpp")
+	}
+	if hostFwd.err != "" {
+		t.Fatal(hostFwd.err)
+	}
+	return hostFwd.bin
+}
+
+// nibbles packs one 4-bit code a byte into two a byte, element 2j low.
+func nibbles(c []byte) []byte {
+	p := make([]byte, len(c)/2)
+	for i := range p {
+		p[i] = c[2*i]&15 | c[2*i+1]<<4
+	}
+	return p
+}
+
+// w4aQ packs centred INT4 codes as uncentred nibbles q = c + 8.
+func w4aQ(c []int8) []byte {
+	q := make([]byte, len(c)/2)
+	for i := range q {
+		q[i] = byte(c[2*i]+8) | byte(c[2*i+1]+8)<<4
+	}
+	return q
+}
+
+func TestHostKernelsW4ANVFP4(t *testing.T) {
+	bin := hostFwdKernels(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	be := cpu.New()
+	ctx := context.Background()
+	for _, s := range []struct {
+		T, K, N int
+		recipe  string
+		spread  int
+	}{{1, 128, 32, kernels.ActNvidia, 4}, {5, 512, 64, kernels.ActLeastSquares, 20}, {3, 1024, 96, kernels.ActFourSix, 40}} {
+		x := kernels.Matrix{Rows: s.T, Cols: s.K, Data: make([]float32, s.T*s.K)}
+		for i := range x.Data {
+			x.Data[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(s.spread)-s.spread/2)))
+			if r.IntN(17) == 0 {
+				x.Data[i] = 0
+			}
+		}
+		w := &kernels.W4AWeight{Name: "m", In: s.K, Out: s.N, Codes: make([]int8, s.N*s.K), Scales: make([]float32, s.N*s.K/128)}
+		for i := range w.Codes {
+			w.Codes[i] = int8(r.IntN(16) - 8)
+		}
+		for i := range w.Scales {
+			w.Scales[i] = float32(math.Ldexp(r.Float64()+0.5, -r.IntN(12)))
+		}
+		a, err := be.W4ANVFP4Quantize(ctx, x, s.recipe, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := be.W4ANVFP4Linear(ctx, a, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := append(append(append(nibbles(a.Codes), a.Scales...), w4aQ(w.Codes)...), f32b(w.Scales)...)
+		got := runHost(t, bin, in, "w4a_nvfp4", fmt.Sprint(s.T), fmt.Sprint(s.K), fmt.Sprint(s.N), fmt.Sprintf("%.9g", a.Global))
+		sameBits(t, fmt.Sprintf("w4a_nvfp4 %+v", s), got, want.Data)
+	}
+}
