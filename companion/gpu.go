@@ -11,7 +11,7 @@ import (
 	"github.com/quantscope/quantscope/kernels/cuda"
 )
 
-// chooseBackend is the jobs' backend: the CUDA worker's when its binary is
+// chooseBackend is the jobs' backend: the CUDA workers' (one a GPU) when their binary is
 // beside quantscope (or named by QUANTSCOPE_CUDA_WORKER) and it finds a GPU,
 // else the CPU. Why the GPU is not used goes to stderr, once at start and
 // each time a job falls back (when the worker was named explicitly or
@@ -21,7 +21,7 @@ func chooseBackend(ctx context.Context) (kernels.Backend, []proto.GPU) {
 	if _, err := os.Stat(path); err != nil && os.Getenv(cuda.WorkerEnv) == "" {
 		return cpu.New(), []proto.GPU{}
 	}
-	b := cuda.Open(path, 0, func(msg string) { fmt.Fprintln(os.Stderr, "quantscope:", msg) })
+	b := cuda.OpenAll(path, func(msg string) { fmt.Fprintln(os.Stderr, "quantscope:", msg) })
 	gpus := []proto.GPU{}
 	for _, g := range b.GPUs(ctx) {
 		gpus = append(gpus, proto.GPU{Name: g.Name, MemoryBytes: g.TotalBytes, FreeBytes: g.FreeBytes})

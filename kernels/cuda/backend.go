@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/quantscope/quantscope/kernels"
@@ -48,9 +49,11 @@ type GPU struct {
 	Major, Minor          int
 }
 
-// Backend runs kernels on one GPU through its worker, falling back to the
-// CPU backend (embedded: the operations the worker does not implement run
-// there too) when the worker is missing, finds no GPU, dies or lacks memory.
+// Backend runs kernels on GPUs through their workers (one process a GPU),
+// falling back to the CPU backend (embedded: the operations the worker does
+// not implement run there too) when the worker is missing, finds no GPU,
+// dies or no GPU has the memory a call needs. Each call goes to the GPU with
+// the most free memory at that moment.
 type Backend struct {
 	*cpu.Backend
 	Path   string
@@ -62,6 +65,9 @@ type Backend struct {
 	w      *Worker
 	gpu    *GPU  // from the first hello; nil when no worker ever started
 	reason error // why the last start failed
+	// others are the machine's other GPUs (OpenAll), each a backend of
+	// one device whose worker this one's calls may pick.
+	others []*Backend
 }
 
 // Open returns a backend for GPU device through the worker at path (see
@@ -76,6 +82,25 @@ func Open(path string, device int, log func(string)) *Backend {
 	}
 	return b
 }
+
+// OpenAll returns a backend for every GPU the first worker's hello counts
+// (device 0 first; a worker that does not say counts one).
+func OpenAll(path string, log func(string)) *Backend {
+	b := Open(path, 0, log)
+	b.mu.Lock()
+	n := 1
+	if b.w != nil {
+		n = max(1, b.w.Hello.Devices)
+	}
+	b.mu.Unlock()
+	for d := 1; d < n; d++ {
+		b.others = append(b.others, Open(path, d, log))
+	}
+	return b
+}
+
+// devices is this backend followed by the others.
+func (b *Backend) devices() []*Backend { return append([]*Backend{b}, b.others...) }
 
 func (b *Backend) logf(f string, a ...any) {
 	if b.Log != nil {
@@ -108,37 +133,49 @@ func (b *Backend) start() *Worker {
 
 // Name says where the work runs.
 func (b *Backend) Name() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.gpu == nil {
+	var names []string
+	for _, d := range b.devices() {
+		d.mu.Lock()
+		if d.gpu != nil {
+			names = append(names, d.gpu.Name)
+		}
+		d.mu.Unlock()
+	}
+	if len(names) == 0 {
 		return b.Backend.Name()
 	}
-	return "cuda: " + b.gpu.Name
+	return "cuda: " + strings.Join(names, ", ")
 }
 
-// GPUs lists the device this backend's worker reported (none when it never
-// started), with its free memory now.
+// GPUs lists the devices whose workers started (none when none did), with
+// their free memory now.
 func (b *Backend) GPUs(ctx context.Context) []GPU {
-	b.mu.Lock()
-	w := b.start()
-	b.mu.Unlock()
-	if w == nil {
-		return nil
+	var gpus []GPU
+	for _, d := range b.devices() {
+		d.mu.Lock()
+		w := d.start()
+		d.mu.Unlock()
+		if w == nil {
+			continue
+		}
+		g := GPU{Name: w.Hello.Name, TotalBytes: w.Hello.TotalMem, Major: w.Hello.Major, Minor: w.Hello.Minor}
+		if r, _, err := w.Call(ctx, wire.Request{Op: wire.OpInfo}); err == nil {
+			g.FreeBytes, g.TotalBytes = r.FreeMem, r.TotalMem
+		}
+		gpus = append(gpus, g)
 	}
-	g := GPU{Name: w.Hello.Name, TotalBytes: w.Hello.TotalMem, Major: w.Hello.Major, Minor: w.Hello.Minor}
-	if r, _, err := w.Call(ctx, wire.Request{Op: wire.OpInfo}); err == nil {
-		g.FreeBytes, g.TotalBytes = r.FreeMem, r.TotalMem
-	}
-	return []GPU{g}
+	return gpus
 }
 
-// Close stops the worker.
+// Close stops the workers.
 func (b *Backend) Close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.w != nil {
-		b.w.Close()
-		b.w = nil
+	for _, d := range b.devices() {
+		d.mu.Lock()
+		if d.w != nil {
+			d.w.Close()
+			d.w = nil
+		}
+		d.mu.Unlock()
 	}
 }
 
@@ -147,28 +184,18 @@ type errFallback struct{ why string }
 
 func (e *errFallback) Error() string { return e.why }
 
-// call runs one operation on the worker, (re)starting it when needed, after
-// checking that the device has need bytes free. A *errFallback error means
-// the caller should compute on the CPU (already logged); a cancelled ctx
-// returns ctx's error.
+// call runs one operation on a worker, (re)starting it when needed: the
+// GPU with the most free memory, which must have need bytes free. A
+// *errFallback error means the caller should compute on the CPU (already
+// logged); a cancelled ctx returns ctx's error.
 func (b *Backend) call(ctx context.Context, need int64, req wire.Request, parts ...[]byte) (wire.Response, [][]byte, error) {
-	b.mu.Lock()
-	w := b.start()
-	reason := b.reason
-	b.mu.Unlock()
-	if w == nil {
-		return wire.Response{}, nil, b.fallback(req.Op, reason.Error())
+	w, err := b.pick(ctx, need, req.Op)
+	if err != nil {
+		return wire.Response{}, nil, err
 	}
-	info, _, err := w.Call(ctx, wire.Request{Op: wire.OpInfo})
-	if err == nil && info.FreeMem < need {
-		return wire.Response{}, nil, b.fallback(req.Op, fmt.Sprintf("%s has %d MiB free, the job needs %d MiB", w.Hello.Name, info.FreeMem>>20, need>>20))
-	}
+	r, out, err := w.Call(ctx, req, parts...)
 	if err == nil {
-		var r wire.Response
-		var out [][]byte
-		if r, out, err = w.Call(ctx, req, parts...); err == nil {
-			return r, out, nil
-		}
+		return r, out, nil
 	}
 	if ctx.Err() != nil {
 		return wire.Response{}, nil, ctx.Err()
@@ -178,6 +205,50 @@ func (b *Backend) call(ctx context.Context, need int64, req wire.Request, parts 
 		return wire.Response{}, nil, b.fallback(req.Op, err.Error()+"; it restarts for the next job")
 	}
 	return wire.Response{}, nil, err
+}
+
+// pick chooses the worker for a call that needs need bytes of GPU memory:
+// of the devices whose worker runs and answers, the one with the most free
+// memory; an *errFallback when none runs or the best lacks the memory.
+func (b *Backend) pick(ctx context.Context, need int64, op string) (*Worker, error) {
+	var best *Worker
+	bestFree := int64(-1)
+	var why []string
+	devs := b.devices()
+	for _, d := range devs {
+		d.mu.Lock()
+		w := d.start()
+		reason := d.reason
+		d.mu.Unlock()
+		if w == nil {
+			why = append(why, reason.Error())
+			continue
+		}
+		info, _, err := w.Call(ctx, wire.Request{Op: wire.OpInfo})
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			msg := err.Error()
+			if w.Dead() != nil {
+				msg += "; it restarts for the next job"
+			}
+			why = append(why, msg)
+			continue
+		}
+		if info.FreeMem > bestFree {
+			best, bestFree = w, info.FreeMem
+		}
+	}
+	switch {
+	case best == nil:
+		return nil, b.fallback(op, strings.Join(why, "; "))
+	case bestFree < need && len(devs) == 1:
+		return nil, b.fallback(op, fmt.Sprintf("%s has %d MiB free, the job needs %d MiB", best.Hello.Name, bestFree>>20, need>>20))
+	case bestFree < need:
+		return nil, b.fallback(op, fmt.Sprintf("no GPU has the %d MiB the job needs (the most free: %d MiB on %s, device %d)", need>>20, bestFree>>20, best.Hello.Name, best.Hello.Device))
+	}
+	return best, nil
 }
 
 func (b *Backend) fallback(op, why string) error {

@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,10 +43,32 @@ func fakeWorker(mode string) int {
 		free = 1 << 20
 	}
 	hello := wire.Hello{Name: "Fake GPU", TotalMem: 96 << 30, FreeMem: free, Major: 9}
+	if mode == "multi" {
+		// One fake GPU per entry of QSC_FAKE_FREE (MiB free each), this
+		// process being the one -device names; each op it runs is logged to
+		// QSC_FAKE_LOG/dev<N>.
+		frees := strings.Split(os.Getenv("QSC_FAKE_FREE"), ",")
+		dev := 0
+		for i, a := range os.Args {
+			if a == "-device" && i+1 < len(os.Args) {
+				dev, _ = strconv.Atoi(os.Args[i+1])
+			}
+		}
+		mib, _ := strconv.ParseInt(frees[dev], 10, 64)
+		free = mib << 20
+		hello = wire.Hello{Name: fmt.Sprintf("Fake GPU %d", dev), Device: dev, Devices: len(frees), TotalMem: 96 << 30, FreeMem: free, Major: 9}
+	}
 	be := cpu.New()
 	err := wire.Serve(os.Stdin, os.Stdout, hello, func(req wire.Request, parts [][]byte) (wire.Response, [][]byte, error) {
 		if req.Op == wire.OpInfo {
 			return wire.Response{FreeMem: free, TotalMem: hello.TotalMem}, nil, nil
+		}
+		if mode == "multi" {
+			f, err := os.OpenFile(filepath.Join(os.Getenv("QSC_FAKE_LOG"), fmt.Sprintf("dev%d", hello.Device)), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err == nil {
+				fmt.Fprintln(f, req.Op)
+				f.Close()
+			}
 		}
 		switch mode {
 		case "die":

@@ -50,6 +50,8 @@ type Hello struct {
 	FreeMem  int64  `json:"free_mem"`
 	Major    int    `json:"cc_major"`
 	Minor    int    `json:"cc_minor"`
+	// Devices is how many GPUs the driver sees (0 from older workers: one).
+	Devices int `json:"devices,omitempty"`
 }
 
 // Request is one operation and its parameters; the payload's parts follow.

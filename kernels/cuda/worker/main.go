@@ -68,5 +68,8 @@ func describe(dev cu.Device, ordinal int) (wire.Hello, error) {
 	if h.FreeMem, h.TotalMem, err = cu.MemInfo(); err != nil {
 		return h, err
 	}
+	if h.Devices, err = cu.NumDevices(); err != nil {
+		return h, err
+	}
 	return h, nil
 }
