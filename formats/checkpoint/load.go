@@ -257,6 +257,12 @@ func (c *Checkpoint) digest(sh *Shard, slot []scheme.TensorInfo, opt Options) {
 	}
 }
 
+// sharedReader is a reader that can hand out the bytes it fetched instead
+// of copying them (hub.RemoteFile); the caller never changes them.
+type sharedReader interface {
+	ReadShared(off, n int64) ([]byte, error)
+}
+
 // readShard reads a header in one read of a guessed prefix, and a second,
 // exact one only when the guess was short.
 func readShard(ctx context.Context, src hub.Source, p string, guess int64) (*Shard, error) {
@@ -269,8 +275,15 @@ func readShard(ctx context.Context, src hub.Source, p string, guess int64) (*Sha
 	if size < 0 {
 		n = guess
 	}
-	buf := make([]byte, n)
-	got, err := r.ReadAt(buf, 0)
+	var buf []byte
+	got := 0
+	if sr, ok := r.(sharedReader); ok {
+		buf, err = sr.ReadShared(0, n) // the fetched bytes themselves, not a copy
+		got = len(buf)
+	} else {
+		buf = make([]byte, n)
+		got, err = r.ReadAt(buf, 0)
+	}
 	if err != nil && !(errors.Is(err, io.EOF) && int64(got) == size) {
 		if int64(got) < min(8, n) || !errors.Is(err, io.EOF) {
 			closeReader(r)
