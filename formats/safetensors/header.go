@@ -16,6 +16,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -48,7 +49,9 @@ type Header struct {
 	Len      uint64            // N, the JSON length
 	Metadata map[string]string // __metadata__, nil when absent
 	Tensors  []Tensor          // in data order (sorted by Begin)
-	byName   map[string]int
+
+	byNameOnce sync.Once // Lookup's map, built on its first call
+	byName     map[string]int
 }
 
 // DataStart is the file offset of the data section.
@@ -67,6 +70,12 @@ func (h *Header) FileSize() int64 { return h.DataStart() + int64(h.DataLen()) }
 
 // Lookup finds a tensor by name.
 func (h *Header) Lookup(name string) (*Tensor, bool) {
+	h.byNameOnce.Do(func() {
+		h.byName = make(map[string]int, len(h.Tensors))
+		for i := range h.Tensors {
+			h.byName[h.Tensors[i].Name] = i
+		}
+	})
 	i, ok := h.byName[name]
 	if !ok {
 		return nil, false
@@ -207,7 +216,8 @@ func parseJSON(file string, js []byte, size int64, owned bool) (*Header, error) 
 	// growing and without zeroing room for entries that never come.
 	n := min(strings.Count(s.b, `"data_offsets"`), len(js)/40) + 1
 	h.Tensors = make([]Tensor, 0, n)
-	h.byName = make(map[string]int, n)
+	names := newNameSet(n)
+	defer names.release()
 	offsets := make([]int64, 0, n) // where each entry starts, for errors
 	seenMeta := false
 	if s.peek() == '}' {
@@ -239,15 +249,15 @@ func parseJSON(file string, js []byte, size int64, owned bool) (*Header, error) 
 					return nil, err
 				}
 			default:
-				if _, dup := h.byName[key]; dup {
+				h.Tensors = append(h.Tensors, Tensor{Name: key})
+				if _, dup := names.add(h.Tensors, len(h.Tensors)-1); dup {
 					return nil, &FormatError{File: file, Tensor: key, Offset: keyAt, Rule: RuleDuplicateKey, Msg: "tensor name appears twice"}
 				}
 				t, err := s.entry(key)
 				if err != nil {
 					return nil, err
 				}
-				h.byName[key] = len(h.Tensors)
-				h.Tensors = append(h.Tensors, t)
+				h.Tensors[len(h.Tensors)-1] = t
 				offsets = append(offsets, keyAt)
 			}
 			c := s.peek()
@@ -467,7 +477,6 @@ func (h *Header) validate(entryAt []int64, size int64) error {
 		tensors := make([]Tensor, len(order))
 		for k, i := range order {
 			tensors[k] = h.Tensors[i]
-			h.byName[tensors[k].Name] = k
 		}
 		h.Tensors = tensors
 	}
