@@ -71,7 +71,7 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		if c.Index, err = parseIndex(idx); err != nil {
 			return nil, err
 		}
-		for name, p := range c.Index.WeightMap { // the index sits at the root: its paths are repo paths
+		c.Index.Each(func(name, p string) { // the index sits at the root: its paths are repo paths
 			h, seen := perShard[p]
 			if !seen {
 				shardPaths = append(shardPaths, p)
@@ -79,7 +79,7 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 			h.tensors++
 			h.nameBytes += len(name)
 			perShard[p] = h
-		}
+		})
 		slices.Sort(shardPaths)
 		c.indexShards = make(map[string]bool, len(shardPaths))
 		for _, p := range shardPaths {
@@ -246,7 +246,7 @@ func (c *Checkpoint) digest(sh *Shard, slot []scheme.TensorInfo, opt Options) {
 	if c.Index != nil {
 		sh.listed = make([]indexState, len(sh.infos))
 		for i := range sh.infos {
-			file, ok := c.Index.WeightMap[sh.infos[i].Name]
+			file, ok := c.Index.Shard(sh.infos[i].Name)
 			switch {
 			case !ok:
 				sh.listed[i] = unlisted
@@ -457,7 +457,7 @@ func (c *Checkpoint) findDuplicates() map[string]*Shard {
 	for _, sh := range c.Shards {
 		total += len(sh.infos)
 	}
-	if c.Index != nil && total == len(c.Index.WeightMap) {
+	if c.Index != nil && total == c.Index.Len() {
 		clean := true
 		for _, sh := range c.Shards {
 			for _, st := range sh.listed {
@@ -482,7 +482,7 @@ func (c *Checkpoint) findDuplicates() map[string]*Shard {
 				dropped = map[string]*Shard{}
 			}
 			keep, drop := prev, sh
-			if c.Index != nil && c.Index.WeightMap[name] == sh.Path {
+			if p, ok := c.Index.Shard(name); ok && p == sh.Path {
 				keep, drop = sh, prev
 			}
 			dropped[name] = drop
