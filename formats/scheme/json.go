@@ -108,8 +108,7 @@ func (m *Module) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil, true),
 // fast path.
 func AppendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+		if !jsonPlain[s[i]] {
 			q, _ := json.Marshal(s)
 			return append(b, q...)
 		}
@@ -118,3 +117,12 @@ func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// jsonPlain says which bytes encoding/json writes as they are: printable
+// ASCII but for '"', '\\' and the HTML-escaped '<', '>', '&'.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
