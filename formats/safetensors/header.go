@@ -189,17 +189,31 @@ func Parse(file string, data []byte) (*Header, error) {
 // holding js: a copy of it, or when owned (nobody changes js afterwards) js
 // itself.
 func parseJSON(file string, js []byte, size int64, owned bool) (*Header, error) {
-	if !utf8.Valid(js) {
-		off := 0
-		for off < len(js) {
-			r, w := utf8.DecodeRune(js[off:])
-			if r == utf8.RuneError && w <= 1 {
-				break
+	h, err := parseValid(file, js, size, owned)
+	if err != nil {
+		// The scanner checks the UTF-8 of the strings it reads, and any
+		// other byte outside ASCII is a syntax error: only then is the
+		// whole header checked, so that bad UTF-8 is reported as such,
+		// wherever it lies, before any other rule.
+		if !utf8.Valid(js) {
+			off := 0
+			for off < len(js) {
+				r, w := utf8.DecodeRune(js[off:])
+				if r == utf8.RuneError && w <= 1 {
+					break
+				}
+				off += w
 			}
-			off += w
+			return nil, &FormatError{File: file, Offset: 8 + int64(off), Rule: RuleUTF8, Msg: "header is not valid UTF-8"}
 		}
-		return nil, &FormatError{File: file, Offset: 8 + int64(off), Rule: RuleUTF8, Msg: "header is not valid UTF-8"}
+		return nil, err
 	}
+	return h, nil
+}
+
+// parseValid is parseJSON on a header whose UTF-8 the caller checks when
+// it fails.
+func parseValid(file string, js []byte, size int64, owned bool) (*Header, error) {
 	b := ""
 	if owned && len(js) > 0 {
 		b = unsafe.String(&js[0], len(js))
@@ -235,7 +249,7 @@ func parseJSON(file string, js []byte, size int64, owned bool) (*Header, error) 
 			switch {
 			case key == "":
 				return nil, &FormatError{File: file, Offset: keyAt, Rule: RuleEmptyName, Msg: "empty tensor name"}
-			case controlAt(key) >= 0:
+			case s.nameControl(key) >= 0:
 				i := controlAt(key)
 				r, _ := utf8.DecodeRuneInString(key[i:])
 				return nil, &FormatError{File: file, Tensor: key, Offset: keyAt, Rule: RuleNameControl,
