@@ -170,8 +170,9 @@ func (p *indexParser) parse() (*Index, error) {
 			if idx.names != nil {
 				return fmt.Errorf("weight_map appears twice")
 			}
-			// Each entry but the last ends in `",` (a name never does: `":`).
-			n := strings.Count(p.s, `",`) + 1
+			// Each entry but the last ends in a ',' (names holding one
+			// only make the count high; a one-byte count is a vector loop).
+			n := strings.Count(p.s, ",") + 1
 			idx.names, idx.shardOf = make([]string, 0, n), make([]uint32, 0, n)
 			idx.table = newNameTable(n)
 			shards := map[string]uint32{}

@@ -225,10 +225,11 @@ func parseValid(file string, js []byte, size int64, owned bool) (*Header, error)
 	if err := s.expect('{', "", "the header object '{'"); err != nil {
 		return nil, err
 	}
-	// Every entry has a "data_offsets" key (a name holding those bytes only
-	// makes the count high): sized by it, the name map is built without
-	// growing and without zeroing room for entries that never come.
-	n := min(strings.Count(s.b, `"data_offsets"`), len(js)/40) + 1
+	// Every entry has two arrays (shape, data_offsets), so half the ']'
+	// bytes bounds the entries from above but for names that hold one. A
+	// one-byte count is a vector loop; counting `"data_offsets"` stopped at
+	// every '"'. Sized by it, the tensors are read without growing.
+	n := min(strings.Count(s.b, "]")/2, len(js)/40) + 1
 	h.Tensors = make([]Tensor, 0, n)
 	names := newNameSet(n)
 	defer names.release()
