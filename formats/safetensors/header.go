@@ -233,7 +233,8 @@ func parseValid(file string, js []byte, size int64, owned bool) (*Header, error)
 	h.Tensors = make([]Tensor, 0, n)
 	names := newNameSet(n)
 	defer names.release()
-	offsets := make([]int64, 0, n) // where each entry starts, for errors
+	offsets := names.offsets[:0] // where each entry starts, for errors
+	defer func() { names.offsets = offsets[:0] }()
 	seenMeta := false
 	if s.peek() == '}' {
 		s.i++

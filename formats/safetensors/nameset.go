@@ -11,8 +11,9 @@ import (
 // for the header's lifetime, cost more than the parse of the names.
 // Tables are reused from one header to the next.
 type nameSet struct {
-	slots []int32 // index+1 into tensors, 0 when empty; len is a power of 2
-	n     int
+	slots   []int32 // index+1 into tensors, 0 when empty; len is a power of 2
+	n       int
+	offsets []int64 // the parse's entry offsets, kept for the next header
 }
 
 var (
@@ -25,12 +26,17 @@ func newNameSet(expect int) *nameSet {
 	for size < 2*expect {
 		size *= 2
 	}
-	if s, ok := namePools.Get().(*nameSet); ok && len(s.slots) >= size {
-		clear(s.slots)
-		s.n = 0
-		return s
+	s, ok := namePools.Get().(*nameSet)
+	if !ok {
+		return &nameSet{slots: make([]int32, size)}
 	}
-	return &nameSet{slots: make([]int32, size)}
+	if len(s.slots) >= size {
+		clear(s.slots)
+	} else {
+		s.slots = make([]int32, size)
+	}
+	s.n = 0
+	return s
 }
 
 func (s *nameSet) release() { namePools.Put(s) }
