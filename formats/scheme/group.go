@@ -55,7 +55,8 @@ const (
 	LayoutUnquantized = "dense"
 )
 
-// Module is a layer's weight with everything stored to describe it.
+// Module is a layer's weight with everything stored to describe it. Its
+// JSON (MarshalJSON, AppendJSON) also carries "tensors": role → tensor name.
 type Module struct {
 	Name   string `json:"name"`
 	Kind   string `json:"kind"` // attention | mlp | experts | router | embedding | norm | head | other
