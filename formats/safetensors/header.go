@@ -50,8 +50,8 @@ type Header struct {
 	Metadata map[string]string // __metadata__, nil when absent
 	Tensors  []Tensor          // in data order (sorted by Begin)
 
-	byNameOnce sync.Once // Lookup's map, built on its first call
-	byName     map[string]int
+	byNameOnce sync.Once // Lookup's order, made on its first call
+	byName     []int32   // indices of Tensors in name order
 }
 
 // DataStart is the file offset of the data section.
@@ -70,17 +70,20 @@ func (h *Header) FileSize() int64 { return h.DataStart() + int64(h.DataLen()) }
 
 // Lookup finds a tensor by name.
 func (h *Header) Lookup(name string) (*Tensor, bool) {
+	// A sorted list of indices, 4 bytes a tensor: a map would cost ten
+	// times that, for a lookup most users of a header never make.
 	h.byNameOnce.Do(func() {
-		h.byName = make(map[string]int, len(h.Tensors))
-		for i := range h.Tensors {
-			h.byName[h.Tensors[i].Name] = i
+		h.byName = make([]int32, len(h.Tensors))
+		for i := range h.byName {
+			h.byName[i] = int32(i)
 		}
+		slices.SortFunc(h.byName, func(a, b int32) int { return strings.Compare(h.Tensors[a].Name, h.Tensors[b].Name) })
 	})
-	i, ok := h.byName[name]
+	k, ok := slices.BinarySearchFunc(h.byName, name, func(i int32, name string) int { return strings.Compare(h.Tensors[i].Name, name) })
 	if !ok {
 		return nil, false
 	}
-	return &h.Tensors[i], true
+	return &h.Tensors[h.byName[k]], true
 }
 
 // Section returns a reader over one tensor's bytes.
