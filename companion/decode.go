@@ -87,7 +87,7 @@ func decodeName(c *checkpoint.Checkpoint, name, rowSpec string) (*decoded, error
 	}
 	// A scale, zero point or other tensor: its stored values.
 	var info *scheme.TensorInfo
-	for role, t := range m.Tensors {
+	for role, t := range m.Tensors() {
 		if t == name {
 			info, _ = m.Info(role)
 		}

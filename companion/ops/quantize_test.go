@@ -121,8 +121,8 @@ func TestQuantizeRoundTrip(t *testing.T) {
 				t.Fatalf("module %+v", m)
 			}
 			for _, role := range tc.names {
-				if m.Tensors[role] != testModule+"."+role {
-					t.Fatalf("role %s: tensors %v", role, m.Tensors)
+				if m.Tensors()[role] != testModule+"."+role {
+					t.Fatalf("role %s: tensors %v", role, m.Tensors())
 				}
 			}
 			read := func(role string) []byte {

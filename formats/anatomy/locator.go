@@ -48,36 +48,50 @@ func (l *Locator) LocateShape(name string) (Place, string) {
 // with "*". A name outside the layers is returned as it is.
 func Shape(name string) string {
 	at := LayerPart(name)
-	if at < 0 {
+	if at < 0 || !hasDigitPart(name[partEnd(name, at):]) {
 		return name
 	}
-	// Skip past the layer number's part.
+	return string(appendShape(make([]byte, 0, len(name)), name, at))
+}
+
+// AppendShape appends Shape(name) to dst, for a caller that looks shapes up
+// without a string apiece (a repo has tens of thousands of expert modules).
+func AppendShape(dst []byte, name string) []byte {
+	at := LayerPart(name)
+	if at < 0 || !hasDigitPart(name[partEnd(name, at):]) {
+		return append(dst, name...)
+	}
+	return appendShape(dst, name, at)
+}
+
+// partEnd is the end of the dotted part that starts at at.
+func partEnd(name string, at int) int {
 	i := at
 	for i < len(name) && name[i] != '.' {
 		i++
 	}
+	return i
+}
+
+func appendShape(b []byte, name string, at int) []byte {
+	i := partEnd(name, at) // past the layer number's part
 	rest := name[i:]
-	if !hasDigitPart(rest) {
-		return name
-	}
-	var b strings.Builder
-	b.Grow(len(name))
-	b.WriteString(name[:i])
+	b = append(b, name[:i]...)
 	for len(rest) > 0 { // rest starts with '.'
 		rest = rest[1:]
 		j := strings.IndexByte(rest, '.')
 		if j < 0 {
 			j = len(rest)
 		}
-		b.WriteByte('.')
+		b = append(b, '.')
 		if part := rest[:j]; isNumber(part) {
-			b.WriteByte('*')
+			b = append(b, '*')
 		} else {
-			b.WriteString(part)
+			b = append(b, part...)
 		}
 		rest = rest[j:]
 	}
-	return b.String()
+	return b
 }
 
 // LayerPart is the byte offset in name of the dotted part holding the layer

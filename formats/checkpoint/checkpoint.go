@@ -65,12 +65,6 @@ type Shard struct {
 	findings []scheme.Finding
 }
 
-// Index is model.safetensors.index.json.
-type Index struct {
-	TotalSize *uint64           `json:"-"`
-	WeightMap map[string]string `json:"weight_map"`
-}
-
 // Checkpoint is a loaded repo.
 type Checkpoint struct {
 	Source   hub.Source
@@ -133,7 +127,8 @@ func (c *Checkpoint) Close() error {
 // it holds it, else in the first shard that does.
 func (c *Checkpoint) lookup(name string) (tensorLoc, bool) {
 	if c.Index != nil {
-		if sh := c.shardByPath[c.Index.WeightMap[name]]; sh != nil {
+		p, _ := c.Index.Shard(name)
+		if sh := c.shardByPath[p]; sh != nil {
 			if t, ok := sh.Header.Lookup(name); ok {
 				return tensorLoc{shard: sh, t: t}, true
 			}

@@ -62,6 +62,11 @@ func excludeField(s *scheme.Scheme) string {
 	return "modules_to_not_convert"
 }
 
+func indexShard(x *Index, name string) string {
+	p, _ := x.Shard(name)
+	return p
+}
+
 func (c *Checkpoint) checkIndex() []scheme.Finding {
 	if c.Index == nil {
 		return nil
@@ -91,21 +96,21 @@ func (c *Checkpoint) checkIndex() []scheme.Finding {
 		case listedWrong:
 			listed++
 			out = append(out, scheme.Finding{Rule: RuleIndexWrongShard, Severity: scheme.SeverityError, Tensor: t.Name,
-				Message: fmt.Sprintf("weight_map puts the tensor in %s, but it is stored in %s", c.Index.WeightMap[t.Name], loc.shard.Path)})
+				Message: fmt.Sprintf("weight_map puts the tensor in %s, but it is stored in %s", indexShard(c.Index, t.Name), loc.shard.Path)})
 		default:
 			listed++
 		}
 	}
-	if listed < len(c.Index.WeightMap) { // some names no shard holds (sorted with the rest at the end)
-		for n, file := range c.Index.WeightMap {
+	if listed < c.Index.Len() { // some names no shard holds (sorted with the rest at the end)
+		c.Index.Each(func(n, file string) {
 			if c.shardByPath[file] == nil {
-				continue // a shard that could not be read: its own finding says so
+				return // a shard that could not be read: its own finding says so
 			}
 			if _, ok := c.lookup(n); !ok {
 				out = append(out, scheme.Finding{Rule: RuleIndexMissingTensor, Severity: scheme.SeverityError, Tensor: n,
 					Message: fmt.Sprintf("weight_map puts the tensor in %s, but no shard holds it", file)})
 			}
-		}
+		})
 	}
 	return out
 }

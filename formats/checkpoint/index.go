@@ -24,17 +24,18 @@ func parseIndex(b []byte) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: rule index-json: %v (at byte %d)", indexFile, err, p.i)
 	}
-	for name, file := range idx.WeightMap {
+	for i, file := range idx.shards {
 		if file == "" || !fs.ValidPath(file) {
-			return nil, fmt.Errorf("%s: tensor %q: rule index-json: shard path %q is not a relative path inside the repo", indexFile, name, file)
+			return nil, fmt.Errorf("%s: tensor %q: rule index-json: shard path %q is not a relative path inside the repo", indexFile, idx.names[p.firstOf[i]], file)
 		}
 	}
 	return idx, nil
 }
 
 type indexParser struct {
-	s string
-	i int
+	s       string
+	i       int
+	firstOf []int // per shard, its first entry
 }
 
 func (p *indexParser) ws() {
@@ -163,15 +164,18 @@ func (p *indexParser) object(each func(key string) error) error {
 
 func (p *indexParser) parse() (*Index, error) {
 	idx := &Index{}
-	shards := map[string]string{}
 	err := p.object(func(key string) error {
 		switch key {
 		case "weight_map":
-			if idx.WeightMap != nil {
+			if idx.names != nil {
 				return fmt.Errorf("weight_map appears twice")
 			}
-			// Each entry but the last ends in `",` (a name never does: `":`).
-			idx.WeightMap = make(map[string]string, strings.Count(p.s, `",`)+1)
+			// Each entry but the last ends in a ',' (names holding one
+			// only make the count high; a one-byte count is a vector loop).
+			n := strings.Count(p.s, ",") + 1
+			idx.names, idx.shardOf = make([]string, 0, n), make([]uint32, 0, n)
+			idx.table = newNameTable(n)
+			shards := map[string]uint32{}
 			return p.object(func(name string) error {
 				if p.peek() != '"' {
 					return fmt.Errorf("weight_map[%q] is not a string", name)
@@ -180,14 +184,14 @@ func (p *indexParser) parse() (*Index, error) {
 				if err != nil {
 					return err
 				}
-				if f, ok := shards[file]; ok {
-					file = f
-				} else {
-					shards[file] = file
+				k, ok := shards[file]
+				if !ok {
+					k = uint32(len(idx.shards))
+					shards[file] = k
+					idx.shards = append(idx.shards, file)
+					p.firstOf = append(p.firstOf, len(idx.names))
 				}
-				n := len(idx.WeightMap)
-				idx.WeightMap[name] = file
-				if len(idx.WeightMap) == n {
+				if !idx.add(name, k) {
 					return fmt.Errorf("tensor %q appears twice in weight_map", name)
 				}
 				return nil
@@ -221,7 +225,7 @@ func (p *indexParser) parse() (*Index, error) {
 	if p.i != len(p.s) {
 		return nil, fmt.Errorf("data after the JSON object")
 	}
-	if idx.WeightMap == nil {
+	if idx.names == nil {
 		return nil, fmt.Errorf("no weight_map")
 	}
 	return idx, nil

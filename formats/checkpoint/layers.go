@@ -107,10 +107,12 @@ func Layers(modules []*scheme.Module, numHiddenLayers int) []LayerRow {
 	}
 	byShape := map[string]*group{}
 	var shapes []string
+	var buf []byte
 	for _, m := range modules {
-		shape := anatomy.Shape(m.Name)
-		g := byShape[shape]
+		buf = anatomy.AppendShape(buf[:0], m.Name)
+		g := byShape[string(buf)] // no string made for a shape seen before
 		if g == nil {
+			shape := string(buf)
 			g = &group{p: anatomy.Locate(shape, numHiddenLayers)}
 			if g.p.Layer >= 0 {
 				if at := anatomy.LayerPart(shape); at > 0 {

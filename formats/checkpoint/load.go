@@ -71,7 +71,7 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		if c.Index, err = parseIndex(idx); err != nil {
 			return nil, err
 		}
-		for name, p := range c.Index.WeightMap { // the index sits at the root: its paths are repo paths
+		c.Index.Each(func(name, p string) { // the index sits at the root: its paths are repo paths
 			h, seen := perShard[p]
 			if !seen {
 				shardPaths = append(shardPaths, p)
@@ -79,7 +79,7 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 			h.tensors++
 			h.nameBytes += len(name)
 			perShard[p] = h
-		}
+		})
 		slices.Sort(shardPaths)
 		c.indexShards = make(map[string]bool, len(shardPaths))
 		for _, p := range shardPaths {
@@ -246,7 +246,7 @@ func (c *Checkpoint) digest(sh *Shard, slot []scheme.TensorInfo, opt Options) {
 	if c.Index != nil {
 		sh.listed = make([]indexState, len(sh.infos))
 		for i := range sh.infos {
-			file, ok := c.Index.WeightMap[sh.infos[i].Name]
+			file, ok := c.Index.Shard(sh.infos[i].Name)
 			switch {
 			case !ok:
 				sh.listed[i] = unlisted
@@ -255,6 +255,12 @@ func (c *Checkpoint) digest(sh *Shard, slot []scheme.TensorInfo, opt Options) {
 			}
 		}
 	}
+}
+
+// sharedReader is a reader that can hand out the bytes it fetched instead
+// of copying them (hub.RemoteFile); the caller never changes them.
+type sharedReader interface {
+	ReadShared(off, n int64) ([]byte, error)
 }
 
 // readShard reads a header in one read of a guessed prefix, and a second,
@@ -269,8 +275,15 @@ func readShard(ctx context.Context, src hub.Source, p string, guess int64) (*Sha
 	if size < 0 {
 		n = guess
 	}
-	buf := make([]byte, n)
-	got, err := r.ReadAt(buf, 0)
+	var buf []byte
+	got := 0
+	if sr, ok := r.(sharedReader); ok {
+		buf, err = sr.ReadShared(0, n) // the fetched bytes themselves, not a copy
+		got = len(buf)
+	} else {
+		buf = make([]byte, n)
+		got, err = r.ReadAt(buf, 0)
+	}
 	if err != nil && !(errors.Is(err, io.EOF) && int64(got) == size) {
 		if int64(got) < min(8, n) || !errors.Is(err, io.EOF) {
 			closeReader(r)
@@ -444,7 +457,7 @@ func (c *Checkpoint) findDuplicates() map[string]*Shard {
 	for _, sh := range c.Shards {
 		total += len(sh.infos)
 	}
-	if c.Index != nil && total == len(c.Index.WeightMap) {
+	if c.Index != nil && total == c.Index.Len() {
 		clean := true
 		for _, sh := range c.Shards {
 			for _, st := range sh.listed {
@@ -469,7 +482,7 @@ func (c *Checkpoint) findDuplicates() map[string]*Shard {
 				dropped = map[string]*Shard{}
 			}
 			keep, drop := prev, sh
-			if c.Index != nil && c.Index.WeightMap[name] == sh.Path {
+			if p, ok := c.Index.Shard(name); ok && p == sh.Path {
 				keep, drop = sh, prev
 			}
 			dropped[name] = drop

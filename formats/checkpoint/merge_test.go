@@ -64,7 +64,7 @@ func TestModuleSplitAcrossShards(t *testing.T) {
 	}
 	defer c.Close()
 	m, ok := c.Module("model.layers.0.mlp.down_proj")
-	if !ok || m.Format != scheme.FormatNVFP4 || len(m.Tensors) != 4 || len(c.Modules) != 2 {
+	if !ok || m.Format != scheme.FormatNVFP4 || len(m.Tensors()) != 4 || len(c.Modules) != 2 {
 		t.Fatalf("modules %d, merged %+v", len(c.Modules), m)
 	}
 	for _, f := range c.Findings {

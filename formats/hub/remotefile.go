@@ -55,23 +55,34 @@ func (f *RemoteFile) Size() int64 {
 
 // ReadAt reads len(p) bytes at off.
 func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("%s: negative offset", f.name)
+	data, err := f.ReadShared(off, int64(len(p)))
+	n := copy(p, data)
+	return n, err
+}
+
+// ReadShared is ReadAt without the copy: it returns up to n bytes at off
+// in a slice that the file's cache may share, so the caller must never
+// change it. Fewer than n bytes come with io.EOF at the end of the file,
+// else with an error. A header parsed from it keeps its names as views
+// into these bytes, with no second buffer.
+func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) {
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("%s: negative offset", f.name)
 	}
-	if len(p) == 0 {
-		return 0, nil
+	if n == 0 {
+		return nil, nil
 	}
 	f.mu.Lock()
 	size := f.size
-	if n, ok := f.fromCache(p, off); ok {
+	if b, ok := f.fromCache(off, n); ok {
 		f.mu.Unlock()
-		return n, nil
+		return b, nil
 	}
 	f.mu.Unlock()
 	if size >= 0 && off >= size {
-		return 0, io.EOF
+		return nil, io.EOF
 	}
-	want := int64(len(p))
+	want := n
 	if size >= 0 && off+want > size {
 		want = size - off
 	}
@@ -81,30 +92,33 @@ func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
 	}
 	data, err := f.fetch(off, fetch)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := copy(p, data)
 	f.mu.Lock()
 	f.remember(off, data)
 	size = f.size
 	f.mu.Unlock()
-	if n < len(p) {
-		if size >= 0 && off+int64(n) >= size {
-			return n, io.EOF
+	got := min(int64(len(data)), n)
+	data = data[:got:got]
+	if got < n {
+		if size >= 0 && off+got >= size {
+			return data, io.EOF
 		}
-		return n, fmt.Errorf("%s: short read at %d: %w", f.name, off, io.ErrUnexpectedEOF)
+		return data, fmt.Errorf("%s: short read at %d: %w", f.name, off, io.ErrUnexpectedEOF)
 	}
-	return n, nil
+	return data, nil
 }
 
-func (f *RemoteFile) fromCache(p []byte, off int64) (int, bool) {
+// fromCache returns the n cached bytes at off, when one block holds them.
+func (f *RemoteFile) fromCache(off, n int64) ([]byte, bool) {
 	for i := len(f.blocks) - 1; i >= 0; i-- {
 		b := f.blocks[i]
-		if off >= b.off && off+int64(len(p)) <= b.off+int64(len(b.data)) {
-			return copy(p, b.data[off-b.off:]), true
+		if off >= b.off && off+n <= b.off+int64(len(b.data)) {
+			s := off - b.off
+			return b.data[s : s+n : s+n], true
 		}
 	}
-	return 0, false
+	return nil, false
 }
 
 func (f *RemoteFile) remember(off int64, data []byte) {

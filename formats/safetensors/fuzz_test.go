@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzParse feeds arbitrary files to the header reader. Every input must
@@ -23,6 +24,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(raw(`{"a":{"dtype":"BF16","shape":[],"data_offsets":[0,2]},"b":{"dtype":"I64","shape":[0],"data_offsets":[2,2]}}`, 2))
 	f.Add(raw(`{"a\u000ab":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1))
 	f.Add(raw("{\"a\x7fb\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1))
+	f.Add(raw("{\"a\xc3\xa9\\u00e9\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"__metadata__\":{\"k\xe2\x82\xac\":\"v\xed\xa0\x80\"}}", 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := Parse("fuzz", data)
 		h2, err2 := Read(bytes.NewReader(data), int64(len(data)), "fuzz")
@@ -35,6 +37,9 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("not a FormatError: %v", err)
 			}
 			return
+		}
+		if !utf8.Valid(data[8:h.DataStart()]) { // the scanner checks UTF-8 as it reads strings
+			t.Fatalf("a header that is not valid UTF-8 accepted")
 		}
 		if h.FileSize() != int64(len(data)) || len(h.Tensors) != len(h2.Tensors) {
 			t.Fatalf("file size %d != %d", h.FileSize(), len(data))

@@ -16,6 +16,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -48,7 +49,9 @@ type Header struct {
 	Len      uint64            // N, the JSON length
 	Metadata map[string]string // __metadata__, nil when absent
 	Tensors  []Tensor          // in data order (sorted by Begin)
-	byName   map[string]int
+
+	byNameOnce sync.Once // Lookup's order, made on its first call
+	byName     []int32   // indices of Tensors in name order
 }
 
 // DataStart is the file offset of the data section.
@@ -67,11 +70,20 @@ func (h *Header) FileSize() int64 { return h.DataStart() + int64(h.DataLen()) }
 
 // Lookup finds a tensor by name.
 func (h *Header) Lookup(name string) (*Tensor, bool) {
-	i, ok := h.byName[name]
+	// A sorted list of indices, 4 bytes a tensor: a map would cost ten
+	// times that, for a lookup most users of a header never make.
+	h.byNameOnce.Do(func() {
+		h.byName = make([]int32, len(h.Tensors))
+		for i := range h.byName {
+			h.byName[i] = int32(i)
+		}
+		slices.SortFunc(h.byName, func(a, b int32) int { return strings.Compare(h.Tensors[a].Name, h.Tensors[b].Name) })
+	})
+	k, ok := slices.BinarySearchFunc(h.byName, name, func(i int32, name string) int { return strings.Compare(h.Tensors[i].Name, name) })
 	if !ok {
 		return nil, false
 	}
-	return &h.Tensors[i], true
+	return &h.Tensors[h.byName[k]], true
 }
 
 // Section returns a reader over one tensor's bytes.
@@ -180,17 +192,31 @@ func Parse(file string, data []byte) (*Header, error) {
 // holding js: a copy of it, or when owned (nobody changes js afterwards) js
 // itself.
 func parseJSON(file string, js []byte, size int64, owned bool) (*Header, error) {
-	if !utf8.Valid(js) {
-		off := 0
-		for off < len(js) {
-			r, w := utf8.DecodeRune(js[off:])
-			if r == utf8.RuneError && w <= 1 {
-				break
+	h, err := parseValid(file, js, size, owned)
+	if err != nil {
+		// The scanner checks the UTF-8 of the strings it reads, and any
+		// other byte outside ASCII is a syntax error: only then is the
+		// whole header checked, so that bad UTF-8 is reported as such,
+		// wherever it lies, before any other rule.
+		if !utf8.Valid(js) {
+			off := 0
+			for off < len(js) {
+				r, w := utf8.DecodeRune(js[off:])
+				if r == utf8.RuneError && w <= 1 {
+					break
+				}
+				off += w
 			}
-			off += w
+			return nil, &FormatError{File: file, Offset: 8 + int64(off), Rule: RuleUTF8, Msg: "header is not valid UTF-8"}
 		}
-		return nil, &FormatError{File: file, Offset: 8 + int64(off), Rule: RuleUTF8, Msg: "header is not valid UTF-8"}
+		return nil, err
 	}
+	return h, nil
+}
+
+// parseValid is parseJSON on a header whose UTF-8 the caller checks when
+// it fails.
+func parseValid(file string, js []byte, size int64, owned bool) (*Header, error) {
 	b := ""
 	if owned && len(js) > 0 {
 		b = unsafe.String(&js[0], len(js))
@@ -202,13 +228,16 @@ func parseJSON(file string, js []byte, size int64, owned bool) (*Header, error) 
 	if err := s.expect('{', "", "the header object '{'"); err != nil {
 		return nil, err
 	}
-	// Every entry has a "data_offsets" key (a name holding those bytes only
-	// makes the count high): sized by it, the name map is built without
-	// growing and without zeroing room for entries that never come.
-	n := min(strings.Count(s.b, `"data_offsets"`), len(js)/40) + 1
+	// Every entry has two arrays (shape, data_offsets), so half the ']'
+	// bytes bounds the entries from above but for names that hold one. A
+	// one-byte count is a vector loop; counting `"data_offsets"` stopped at
+	// every '"'. Sized by it, the tensors are read without growing.
+	n := min(strings.Count(s.b, "]")/2, len(js)/40) + 1
 	h.Tensors = make([]Tensor, 0, n)
-	h.byName = make(map[string]int, n)
-	offsets := make([]int64, 0, n) // where each entry starts, for errors
+	names := newNameSet(n)
+	defer names.release()
+	offsets := names.offsets[:0] // where each entry starts, for errors
+	defer func() { names.offsets = offsets[:0] }()
 	seenMeta := false
 	if s.peek() == '}' {
 		s.i++
@@ -225,7 +254,7 @@ func parseJSON(file string, js []byte, size int64, owned bool) (*Header, error) 
 			switch {
 			case key == "":
 				return nil, &FormatError{File: file, Offset: keyAt, Rule: RuleEmptyName, Msg: "empty tensor name"}
-			case controlAt(key) >= 0:
+			case s.nameControl(key) >= 0:
 				i := controlAt(key)
 				r, _ := utf8.DecodeRuneInString(key[i:])
 				return nil, &FormatError{File: file, Tensor: key, Offset: keyAt, Rule: RuleNameControl,
@@ -239,15 +268,15 @@ func parseJSON(file string, js []byte, size int64, owned bool) (*Header, error) 
 					return nil, err
 				}
 			default:
-				if _, dup := h.byName[key]; dup {
+				h.Tensors = append(h.Tensors, Tensor{Name: key})
+				if _, dup := names.add(h.Tensors, len(h.Tensors)-1); dup {
 					return nil, &FormatError{File: file, Tensor: key, Offset: keyAt, Rule: RuleDuplicateKey, Msg: "tensor name appears twice"}
 				}
 				t, err := s.entry(key)
 				if err != nil {
 					return nil, err
 				}
-				h.byName[key] = len(h.Tensors)
-				h.Tensors = append(h.Tensors, t)
+				h.Tensors[len(h.Tensors)-1] = t
 				offsets = append(offsets, keyAt)
 			}
 			c := s.peek()
@@ -467,7 +496,6 @@ func (h *Header) validate(entryAt []int64, size int64) error {
 		tensors := make([]Tensor, len(order))
 		for k, i := range order {
 			tensors[k] = h.Tensors[i]
-			h.byName[tensors[k].Name] = k
 		}
 		h.Tensors = tensors
 	}

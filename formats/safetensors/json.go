@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -17,6 +18,36 @@ type scanner struct {
 	i     int
 	file  string
 	arena []uint64
+	plain bool // the last string read held only printable ASCII and no escape
+}
+
+// Bytes of a string as str sees them.
+const (
+	strPlain = iota
+	strQuote
+	strEscape
+	strControl
+	strHigh // the first byte of a multi-byte UTF-8 sequence, or a bad one
+)
+
+var strClass = func() (t [256]uint8) {
+	for c := range 0x20 {
+		t[c] = strControl
+	}
+	for c := 0x80; c < 0x100; c++ {
+		t[c] = strHigh
+	}
+	t['"'], t['\\'] = strQuote, strEscape
+	return t
+}()
+
+// nameControl is controlAt for the name str just read: a plain string can
+// hold no control character but DEL.
+func (s *scanner) nameControl(name string) int {
+	if s.plain {
+		return strings.IndexByte(name, 0x7f)
+	}
+	return controlAt(name)
 }
 
 func (s *scanner) fail(rule, tensor, msg string) *FormatError {
@@ -69,21 +100,39 @@ func (s *scanner) str(tensor string) (string, error) {
 		return "", err
 	}
 	start := s.i
+	plain := true
 	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
+		switch strClass[s.b[s.i]] {
+		case strPlain:
+			s.i++
+			continue
+		case strQuote:
 			out := s.b[start:s.i]
 			s.i++
+			s.plain = plain
 			return out, nil
-		case c == '\\':
+		case strEscape:
+			s.plain = false
 			return s.strSlow(start, tensor)
-		case c < 0x20:
+		case strControl:
 			return "", s.fail(RuleJSON, tensor, "control character in string")
 		}
-		s.i++
+		if !s.rune() {
+			return "", s.fail(RuleUTF8, tensor, "string is not valid UTF-8")
+		}
+		plain = false
 	}
 	return "", s.fail(RuleJSON, tensor, "unterminated string")
+}
+
+// rune passes over one valid multi-byte UTF-8 sequence at s.i.
+func (s *scanner) rune() bool {
+	r, w := utf8.DecodeRuneInString(s.b[s.i:])
+	if r == utf8.RuneError && w <= 1 {
+		return false
+	}
+	s.i += w
+	return true
 }
 
 func (s *scanner) strSlow(start int, tensor string) (string, error) {
@@ -96,6 +145,13 @@ func (s *scanner) strSlow(start int, tensor string) (string, error) {
 			return string(buf), nil
 		case c < 0x20:
 			return "", s.fail(RuleJSON, tensor, "control character in string")
+		case c >= utf8.RuneSelf:
+			at := s.i
+			if !s.rune() {
+				return "", s.fail(RuleUTF8, tensor, "string is not valid UTF-8")
+			}
+			buf = append(buf, s.b[at:s.i]...)
+			continue
 		case c != '\\':
 			buf = append(buf, c)
 			s.i++

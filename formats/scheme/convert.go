@@ -26,7 +26,7 @@ func ModelOptToCT(mods []*Module) []Rename {
 		if m.Format != FormatNVFP4 || m.Layout != LayoutModelOpt {
 			continue
 		}
-		for role, name := range m.Tensors {
+		for role, name := range m.Tensors() {
 			switch role {
 			case "weight":
 				out = append(out, Rename{From: name, To: m.Name + ".weight_packed"})

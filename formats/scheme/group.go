@@ -55,7 +55,8 @@ const (
 	LayoutUnquantized = "dense"
 )
 
-// Module is a layer's weight with everything stored to describe it.
+// Module is a layer's weight with everything stored to describe it. Its
+// JSON (MarshalJSON, AppendJSON) also carries "tensors": role → tensor name.
 type Module struct {
 	Name   string `json:"name"`
 	Kind   string `json:"kind"` // attention | mlp | experts | router | embedding | norm | head | other
@@ -76,11 +77,10 @@ type Module struct {
 	// BiasParameters is the part of Parameters outside WeightShape: the
 	// elements of the bias (and any other unquantized float tensor of the
 	// module), counted as parameters as model cards count them.
-	BiasParameters uint64            `json:"bias_parameters"`
-	Bytes          uint64            `json:"bytes"`
-	Quantized      bool              `json:"quantized"`
-	Symmetric      bool              `json:"symmetric,omitempty"`
-	Tensors        map[string]string `json:"tensors"` // role → tensor name
+	BiasParameters uint64 `json:"bias_parameters"`
+	Bytes          uint64 `json:"bytes"`
+	Quantized      bool   `json:"quantized"`
+	Symmetric      bool   `json:"symmetric,omitempty"`
 	// InverseScale: FP8 scales are divisors (GPT-QModel's own export), not multipliers.
 	InverseScale bool `json:"inverse_scale,omitempty"`
 	packLayout   packing.CTLayout
@@ -119,6 +119,26 @@ func (r roleInfos) get(role string) *TensorInfo {
 func (m *Module) Info(role string) (*TensorInfo, bool) {
 	t, ok := m.infos.lookup(role)
 	return t, ok
+}
+
+// Tensors maps the module's roles to its tensors' names (the JSON's
+// "tensors"). It is built on each call: a repo holds tens of thousands of
+// modules, and a map apiece cost more than grouping them.
+func (m *Module) Tensors() map[string]string {
+	out := make(map[string]string, len(m.infos))
+	for _, ri := range m.infos {
+		out[ri.role] = ri.t.Name
+	}
+	return out
+}
+
+// Tensor returns the name of the module's tensor in a role.
+func (m *Module) Tensor(role string) (string, bool) {
+	t, ok := m.infos.lookup(role)
+	if !ok {
+		return "", false
+	}
+	return t.Name, true
 }
 
 // ParametersByFormat splits the module's parameters: the weight's under its
@@ -202,24 +222,33 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 		s = &Scheme{Method: "none", Family: FamilyNone}
 	}
 	byName := make(map[string]*Module, len(tensors)/4)
-	var order []string
-	var slab []Module // modules allocated in blocks
+	var order []*Module
+	// Modules and their role lists are carved from blocks, four roles a
+	// module (a longer list moves out on its own).
+	var slab []Module
+	var roleSlab []roleInfo
+	var last *Module // a module's tensors are often neighbours
 	add := func(mod, role string, t *TensorInfo) {
-		m := byName[mod]
+		m := last
+		if m == nil || m.Name != mod {
+			m = byName[mod]
+		}
 		if m == nil {
 			if len(slab) == 0 {
-				slab = make([]Module, min(len(tensors), 64))
+				n := min(len(tensors), 256)
+				slab, roleSlab = make([]Module, n), make([]roleInfo, 4*n)
 			}
 			m = &slab[0]
 			slab = slab[1:]
-			m.Name, m.Tensors, m.infos = mod, make(map[string]string, 4), make(roleInfos, 0, 4)
+			m.Name, m.infos = mod, roleSlab[0:0:4]
+			roleSlab = roleSlab[4:]
 			byName[mod] = m
-			order = append(order, mod)
+			order = append(order, m)
 		}
+		last = m
 		if _, dup := m.infos.lookup(role); dup { // two tensors claim one role: keep both apart
 			role = t.Name
 		}
-		m.Tensors[role] = t.Name
 		m.infos = append(m.infos, roleInfo{role, t})
 		t.Module, t.Role = mod, role
 	}
@@ -241,16 +270,17 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 			add(t.Name, "tensor", t)
 		}
 	}
-	slices.Sort(order)
-	out := make([]*Module, 0, len(order))
-	for _, name := range order {
-		m := byName[name]
-		m.Kind = kindOf(name)
-		classify(m, s, shapes)
-		out = append(out, m)
+	if !slices.IsSortedFunc(order, cmpModuleName) {
+		slices.SortFunc(order, cmpModuleName)
 	}
-	return out
+	for _, m := range order {
+		m.Kind = kindOf(m.Name)
+		classify(m, s, shapes)
+	}
+	return order
 }
+
+func cmpModuleName(a, b *Module) int { return strings.Compare(a.Name, b.Name) }
 
 func kindOf(name string) string {
 	n := strings.ToLower(name)

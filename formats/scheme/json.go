@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -67,7 +68,7 @@ func (m *Module) AppendJSON(b []byte, withTensors bool) []byte {
 	}
 	if withTensors {
 		b = append(b, `,"tensors":`...)
-		b = appendRoleMap(b, m.Tensors)
+		b = m.infos.appendJSON(b)
 	}
 	if m.InverseScale {
 		b = append(b, `,"inverse_scale":true`...)
@@ -75,33 +76,39 @@ func (m *Module) AppendJSON(b []byte, withTensors bool) []byte {
 	return append(b, '}')
 }
 
-func appendRoleMap(b []byte, t map[string]string) []byte {
-	if t == nil {
-		return append(b, "null"...)
+// appendJSON writes the role → tensor name object with its keys sorted, as
+// encoding/json writes a map (a module's roles are distinct).
+func (r roleInfos) appendJSON(b []byte) []byte {
+	if r == nil {
+		return append(b, "null"...) // a Module not made by Group
 	}
-	roles := make([]string, 0, len(t))
-	for r := range t {
-		roles = append(roles, r)
+	var small [8]int
+	order := small[:0]
+	for i := range r {
+		order = append(order, i)
 	}
-	slices.Sort(roles)
+	slices.SortFunc(order, func(x, y int) int { return strings.Compare(r[x].role, r[y].role) })
 	b = append(b, '{')
-	for i, r := range roles {
-		if i > 0 {
+	for k, i := range order {
+		if k > 0 {
 			b = append(b, ',')
 		}
-		b = AppendJSONString(b, r)
+		b = AppendJSONString(b, r[i].role)
 		b = append(b, ':')
-		b = AppendJSONString(b, t[r])
+		b = AppendJSONString(b, r[i].t.Name)
 	}
 	return append(b, '}')
 }
+
+// MarshalJSON is AppendJSON with the tensors, so that encoding/json writes
+// the same.
+func (m *Module) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil, true), nil }
 
 // AppendJSONString quotes s as encoding/json does; plain ASCII names take a
 // fast path.
 func AppendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+		if !jsonPlain[s[i]] {
 			q, _ := json.Marshal(s)
 			return append(b, q...)
 		}
@@ -110,3 +117,12 @@ func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// jsonPlain says which bytes encoding/json writes as they are: printable
+// ASCII but for '"', '\\' and the HTML-escaped '<', '>', '&'.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
