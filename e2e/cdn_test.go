@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -88,7 +90,7 @@ func TestLargeRepoCDNOnAnotherOrigin(t *testing.T) {
 				fmt.Fprintf(&report, "  page, engine in the %s (headless Chromium): %d requests %v, %d bytes; open → last header %.2f s, → inventory on screen %.2f s\n",
 					p.engine, p.req, p.protocols, p.bytes, p.headers, p.rendered)
 				for _, e := range p.phases {
-					fmt.Fprintf(&report, "    engine phase %-20s at %6.0f ms\n", e.Name, e.At)
+					fmt.Fprintf(&report, "    %-28s at %6.0f ms\n", e.Name, e.At)
 				}
 			}
 			fmt.Fprintf(&report, "  quantscope inspect --json: %d requests %v, %d bytes; %.2f s wall, %.2f s CPU (user + sys)\n", nativeReq, nativeProtos, nativeBytes, native.Seconds(), cpu.Seconds())
@@ -233,10 +235,14 @@ func openLarge(t *testing.T, base, hubURL, repo, engine string, trust cdnTrust) 
 	}
 	type marks struct {
 		Open, Headers, Rendered float64
-		Phases                  []phaseMark
+		Phases, Net             []phaseMark
 	}
 	m := eval[marks](t, ctx, `(() => { const g = n => (performance.getEntriesByName(n)[0] || {startTime: NaN}).startTime; const o = g("qs-open");
-		return {Open: o, Headers: g("qs-headers-done"), Rendered: g("qs-rendered"),
+		const net = performance.getEntriesByName("qs-net-body"), path = m => new URL(m.detail.url).pathname, shard = net.filter(m => path(m).endsWith(".safetensors")), index = net.filter(m => path(m).endsWith(".index.json"));
+		const ph = [["index body in (page thread)", index], ["first shard body in", shard.slice(0, 1)], ["first header parsed", performance.getEntriesByName("qs-headers-first")], ["last shard body in", shard.slice(-1)]];
+		return {Open: o, Headers: g("qs-headers-done"), Rendered: g("qs-rendered"), Net: ph.filter(([, l]) => l.length).map(([n, l]) => ({Name: n, At: l[l.length - 1].startTime - o})),
 			Phases: performance.getEntriesByType("mark").filter(m => m.name.startsWith("qs-engine-")).map(m => ({Name: m.name.slice(10), At: m.startTime - o}))}; })()`)
-	return pageRun{engine: engine, headers: (m.Headers - m.Open) / 1000, rendered: (m.Rendered - m.Open) / 1000, phases: m.Phases}
+	phases := append(m.Phases, m.Net...)
+	slices.SortStableFunc(phases, func(a, b phaseMark) int { return cmp.Compare(a.At, b.At) })
+	return pageRun{engine: engine, headers: (m.Headers - m.Open) / 1000, rendered: (m.Rendered - m.Open) / 1000, phases: phases}
 }

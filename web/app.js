@@ -152,7 +152,9 @@ function progress(p, at) {
   bar.querySelector(".fill").style.width = pct + "%";
   bar.setAttribute("aria-valuenow", pct);
   bar.querySelector(".label").textContent = p.shards ? `headers: ${p.shards_done} of ${p.shards} shards, ${bytes(p.bytes)} received` : "listing the repo…";
-  if (p.shards && p.shards_done === p.shards) performance.mark("qs-headers-done", at === undefined ? undefined : { startTime: at });
+  const mark = name => performance.mark(name, at === undefined ? undefined : { startTime: at });
+  if (p.shards && p.shards_done === 1) mark("qs-headers-first");
+  if (p.shards && p.shards_done === p.shards) mark("qs-headers-done");
 }
 
 async function openRepo(source, rev) {

@@ -9,7 +9,8 @@
 // window.quantscope; document.body.dataset.engine says where it runs
 // ("worker" or "page"). open's onProgress and onTrace get, after their
 // argument, the time on this page's clock (performance.now()) at which the
-// engine reported it.
+// engine reported it. With the worker, a "qs-net-body" performance mark
+// (detail: url, bytes) says when this thread had each response's body.
 "use strict";
 
 const Engine = (() => {
@@ -111,6 +112,7 @@ const Engine = (() => {
       const first = new Uint8Array(n);
       for (let i = 0, off = 0; i < chunks.length; off += chunks[i].length, i++) first.set(chunks[i], off);
       if (done) fetches.delete(m.id);
+      performance.mark("qs-net-body", { detail: { url: m.url, bytes: n, done } }); // this thread has the body (or its first part)
       w.postMessage({ type: "fetched", id: m.id, status: r.status, url: r.url, redirected: r.redirected, headers, first: first.buffer, done }, [first.buffer]);
     } catch (err) {
       fetches.delete(m.id);
