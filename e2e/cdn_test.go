@@ -89,6 +89,7 @@ func TestLargeRepoCDNOnAnotherOrigin(t *testing.T) {
 			for _, p := range pages {
 				fmt.Fprintf(&report, "  page, engine in the %s (headless Chromium): %d requests %v, %d bytes; open → last header %.2f s, → inventory on screen %.2f s\n",
 					p.engine, p.req, p.protocols, p.bytes, p.headers, p.rendered)
+				fmt.Fprintf(&report, "    the page's thread, opening → last header: longest task %.0f ms, long tasks %.0f ms in all\n", p.longMax, p.longSum)
 				for _, e := range p.phases {
 					fmt.Fprintf(&report, "    %-28s at %6.0f ms\n", e.Name, e.At)
 				}
@@ -203,6 +204,9 @@ type pageRun struct {
 	phases            []phaseMark
 	req, bytes        int64
 	protocols         map[string]int // requests by protocol
+	// The page thread's long tasks while the headers were read: the
+	// longest, and all of them together, in ms.
+	longMax, longSum float64
 }
 
 type phaseMark struct {
@@ -219,12 +223,16 @@ func openLarge(t *testing.T, base, hubURL, repo, engine string, trust cdnTrust) 
 		opts = append(opts, chromedp.Flag("ignore-certificate-errors-spki-list", trust.spki))
 	}
 	ctx := newBrowser(t, 1366, 900, opts...)
+	// The page's long tasks (over 50 ms: the page does not answer input
+	// meanwhile), recorded from the start.
+	init := `window.qsLong = []; new PerformanceObserver(l => { for (const e of l.getEntries()) qsLong.push({At: e.startTime, Ms: e.duration}); }).observe({type: "longtask"});`
 	if engine == "page" {
-		do(t, ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: "delete window.Worker;"})
-			return err
-		}))
+		init += "delete window.Worker;"
 	}
+	do(t, ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: init})
+		return err
+	}))
 	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")+"&endpoint="+url.QueryEscape(hubURL)))
 	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", repo), 3*time.Minute)
 	if got := eval[string](t, ctx, `document.body.dataset.engine`); got != engine {
@@ -234,15 +242,16 @@ func openLarge(t *testing.T, base, hubURL, repo, engine string, trust cdnTrust) 
 		t.Fatalf("%d tensors on screen, want %d", n, synth.DeepSeekR1FP4Tensors)
 	}
 	type marks struct {
-		Open, Headers, Rendered float64
-		Phases, Net             []phaseMark
+		Open, Headers, Rendered, LongMax, LongSum float64
+		Phases, Net                               []phaseMark
 	}
 	m := eval[marks](t, ctx, `(() => { const g = n => (performance.getEntriesByName(n)[0] || {startTime: NaN}).startTime; const o = g("qs-open");
 		const net = performance.getEntriesByName("qs-net-body"), path = m => new URL(m.detail.url).pathname, shard = net.filter(m => path(m).endsWith(".safetensors")), index = net.filter(m => path(m).endsWith(".index.json"));
 		const ph = [["index body in (page thread)", index], ["first shard body in", shard.slice(0, 1)], ["first header parsed", performance.getEntriesByName("qs-headers-first")], ["last shard body in", shard.slice(-1)]];
-		return {Open: o, Headers: g("qs-headers-done"), Rendered: g("qs-rendered"), Net: ph.filter(([, l]) => l.length).map(([n, l]) => ({Name: n, At: l[l.length - 1].startTime - o})),
+		const long = qsLong.filter(e => e.At >= o && e.At < g("qs-headers-done"));
+		return {Open: o, Headers: g("qs-headers-done"), Rendered: g("qs-rendered"), LongMax: Math.max(0, ...long.map(e => e.Ms)), LongSum: long.reduce((a, e) => a + e.Ms, 0), Net: ph.filter(([, l]) => l.length).map(([n, l]) => ({Name: n, At: l[l.length - 1].startTime - o})),
 			Phases: performance.getEntriesByType("mark").filter(m => m.name.startsWith("qs-engine-")).map(m => ({Name: m.name.slice(10), At: m.startTime - o}))}; })()`)
 	phases := append(m.Phases, m.Net...)
 	slices.SortStableFunc(phases, func(a, b phaseMark) int { return cmp.Compare(a.At, b.At) })
-	return pageRun{engine: engine, headers: (m.Headers - m.Open) / 1000, rendered: (m.Rendered - m.Open) / 1000, phases: phases}
+	return pageRun{engine: engine, headers: (m.Headers - m.Open) / 1000, rendered: (m.Rendered - m.Open) / 1000, phases: phases, longMax: m.LongMax, longSum: m.LongSum}
 }
