@@ -80,7 +80,7 @@ const Engine = (() => {
           case "cancelBody": { const f = fetches.get(m.id); if (f && f.reader) f.reader.cancel().catch(() => {}); fetches.delete(m.id); break; }
           case "progress": if (c && c.onProgress) c.onProgress(m.data, at(m.at)); break;
           case "trace": if (c && c.onTrace) c.onTrace(m.phase, at(m.at)); break;
-          case "result": if (c) { calls.delete(m.id); c.resolve(m.value); } break;
+          case "result": if (c) { calls.delete(m.id); c.resolve(m.value instanceof Uint8Array ? new TextDecoder().decode(m.value) : m.value); } break;
           case "error": if (c) { calls.delete(m.id); c.reject(Object.assign(new Error(m.error.message), m.error)); } break;
         }
       };

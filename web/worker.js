@@ -70,11 +70,13 @@ async function call(m) {
     const o = Object.assign({}, args[1]);
     if (m.progress) o.onProgress = s => postMessage({ type: "progress", id: m.id, data: s, at: now() });
     if (m.trace) o.onTrace = phase => postMessage({ type: "trace", id: m.id, phase, at: now() });
+    o.bytes = true; // the inventory as UTF-8, handed over without a copy; the page decodes it
     args[1] = o;
   }
   try {
     const v = await qs[m.method](...args);
-    postMessage({ type: "result", id: m.id, value: v }, v && v.values instanceof Float32Array ? [v.values.buffer] : []);
+    const moved = v instanceof Uint8Array ? [v.buffer] : v && v.values instanceof Float32Array ? [v.values.buffer] : [];
+    postMessage({ type: "result", id: m.id, value: v }, moved);
   } catch (err) {
     const e = { message: err && err.message || String(err) };
     for (const k of ["name", "kind", "status", "rule", "tensor", "file"]) if (err && err[k] !== undefined) e[k] = err[k];
