@@ -1,16 +1,29 @@
 package e2e
 
 import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/quantscope/quantscope/companion/localhub"
 	"github.com/quantscope/quantscope/synth"
@@ -20,9 +33,14 @@ import (
 // port; CORS on both, signed CDN URLs), with 50 ms added to every response,
 // as the real hub is reached: the page on a third origin reads it in
 // headless Chromium, then `quantscope inspect --json` reads it natively, in
-// the same run. The hub counts the requests of each. Requests are asserted
-// (two a shard, as natively, plus the listing and the JSON files); times are
-// reported (test-output/cdn.txt), not asserted.
+// the same run. Twice: over plain HTTP/1.1, where the browser opens at most
+// 6 connections to each origin, and over HTTPS with HTTP/2, as the real hub
+// and its CDN answer (the browser trusts the test certificate by its key
+// alone; inspect by SSL_CERT_FILE). Over HTTP/2 the engine also runs on the
+// page's thread (no Worker), for comparison with the worker. The hub counts
+// the requests of each. Requests are asserted (two a shard, as natively,
+// plus the listing and the JSON files); times are reported
+// (test-output/cdn.txt), not asserted.
 func TestLargeRepoCDNOnAnotherOrigin(t *testing.T) {
 	dir := t.TempDir()
 	const repo = "bench/DeepSeek-R1-FP4-shape"
@@ -30,65 +48,210 @@ func TestLargeRepoCDNOnAnotherOrigin(t *testing.T) {
 	if _, _, err := synth.WriteDeepSeekR1FP4Shape(filepath.Join(dir, repo), shards); err != nil {
 		t.Fatal(err)
 	}
-	hubLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cdnLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := localhub.New(dir, localhub.Options{Latency: 50 * time.Millisecond, CDN: "http://" + cdnLn.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ln := range []net.Listener{hubLn, cdnLn} {
-		srv := &http.Server{Handler: h}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
-	}
-	hubURL := "http://" + hubLn.Addr().String()
 	base := serve(t) // the page alone, on its own origin
-	ctx := newBrowser(t, 1366, 900)
+	var report strings.Builder
+	report.WriteString("80-shard repo (180,364 tensors), hub + CDN on two origins, 50 ms a response, page on a third origin:\n")
+	for _, tls := range []bool{false, true} {
+		name := map[bool]string{false: "HTTP/1.1", true: "HTTP/2 over TLS"}[tls]
+		t.Run(name, func(t *testing.T) {
+			h, hubURL, trust := startCDNHub(t, dir, tls)
+			engines := []string{"worker"}
+			if tls {
+				engines = append(engines, "page")
+			}
+			var pages []pageRun
+			for _, engine := range engines {
+				h.ResetStats()
+				trust.protos.take()
+				p := openLarge(t, base, hubURL, repo, engine, trust)
+				p.req, p.bytes = h.Stats()
+				p.protocols = trust.protos.take()
+				pages = append(pages, p)
+			}
 
-	h.ResetStats()
+			h.ResetStats()
+			trust.protos.take()
+			cmd := exec.Command(filepath.Join(binDir, "quantscope"), "inspect", "--json", "--endpoint", hubURL, repo)
+			if trust.certFile != "" {
+				cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+trust.certFile)
+			}
+			load, _ := os.ReadFile("/proc/loadavg")
+			t0 := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("inspect: %v\n%.2000s", err, out)
+			}
+			native := time.Since(t0)
+			nativeReq, nativeBytes := h.Stats()
+			nativeProtos := trust.protos.take()
+			cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+
+			fmt.Fprintf(&report, "%s (load average %s):\n", name, strings.Join(strings.Fields(string(load))[:3], " "))
+			for _, p := range pages {
+				fmt.Fprintf(&report, "  page, engine in the %s (headless Chromium): %d requests %v, %d bytes; open → last header %.2f s, → inventory on screen %.2f s\n",
+					p.engine, p.req, p.protocols, p.bytes, p.headers, p.rendered)
+				fmt.Fprintf(&report, "    the page's thread, opening → last header: longest task %.0f ms, long tasks %.0f ms in all\n", p.longMax, p.longSum)
+				for _, e := range p.phases {
+					fmt.Fprintf(&report, "    %-28s at %6.0f ms\n", e.Name, e.At)
+				}
+			}
+			fmt.Fprintf(&report, "  quantscope inspect --json: %d requests %v, %d bytes; %.2f s wall, %.2f s CPU (user + sys)\n", nativeReq, nativeProtos, nativeBytes, native.Seconds(), cpu.Seconds())
+			for _, p := range pages {
+				fmt.Fprintf(&report, "  page headers phase (engine in the %s) / native inspect = %.2f×\n", p.engine, p.headers/native.Seconds())
+			}
+			// The listing, config.json, hf_quant_config.json, the index, and per
+			// shard the 302 and the header read at the CDN.
+			want := int64(4 + 2*shards)
+			for _, p := range pages {
+				if p.req > want {
+					t.Errorf("page (engine in the %s): %d requests; want at most %d (2 a shard)", p.engine, p.req, want)
+				}
+			}
+			wantProto := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[tls]
+			for who, n := range map[string]map[string]int{"page (engine in the worker)": pages[0].protocols, "inspect": nativeProtos} {
+				if len(n) != 1 || n[wantProto] == 0 {
+					t.Errorf("%s asked the hub in %v, want %s only", who, n, wantProto)
+				}
+			}
+			if nativeReq > want {
+				t.Errorf("native: %d requests; want at most %d (2 a shard)", nativeReq, want)
+			}
+		})
+	}
+	t.Log(report.String())
+	os.WriteFile(filepath.Join(outDir, "cdn.txt"), []byte(report.String()), 0o644)
+}
+
+// cdnTrust is how a client trusts the test hub's certificate: a PEM file
+// for Go, the key's hash for Chromium (empty without TLS); and the
+// protocols the hub was asked in.
+type cdnTrust struct {
+	certFile, spki string
+	protos         *protoCount
+}
+
+// protoCount counts requests by protocol ("HTTP/1.1", "HTTP/2.0").
+type protoCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (p *protoCount) add(proto string) {
+	p.mu.Lock()
+	p.n[proto]++
+	p.mu.Unlock()
+}
+
+// take returns the counts so far and starts again.
+func (p *protoCount) take() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.n
+	p.n = map[string]int{}
+	return n
+}
+
+// startCDNHub serves dir as a hub on one port whose LFS files redirect to
+// a CDN on another, 50 ms a response, over HTTP/1.1 or over TLS with HTTP/2.
+func startCDNHub(t *testing.T, dir string, tls bool) (*localhub.Server, string, cdnTrust) {
+	t.Helper()
+	scheme := map[bool]string{false: "http://", true: "https://"}[tls]
+	var lns [2]net.Listener
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+	}
+	h, err := localhub.New(dir, localhub.Options{Latency: 50 * time.Millisecond, CDN: scheme + lns[1].Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trust cdnTrust
+	trust.protos = &protoCount{n: map[string]int{}}
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		trust.protos.add(r.Proto)
+		h.ServeHTTP(w, r)
+	})
+	for _, ln := range lns {
+		if !tls {
+			srv := &http.Server{Handler: counted}
+			go srv.Serve(ln)
+			t.Cleanup(func() { srv.Close() })
+			continue
+		}
+		srv := httptest.NewUnstartedServer(counted)
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.EnableHTTP2 = true
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // Chromium's closed probes are no news
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		c := srv.Certificate() // the same test certificate on both
+		sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+		trust.spki = base64.StdEncoding.EncodeToString(sum[:])
+		trust.certFile = filepath.Join(t.TempDir(), "cert.pem")
+		if err := os.WriteFile(trust.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h, scheme + lns[0].Addr().String(), trust
+}
+
+type pageRun struct {
+	engine            string
+	headers, rendered float64 // seconds from opening
+	phases            []phaseMark
+	req, bytes        int64
+	protocols         map[string]int // requests by protocol
+	// The page thread's long tasks while the headers were read: the
+	// longest, and all of them together, in ms.
+	longMax, longSum float64
+}
+
+type phaseMark struct {
+	Name string
+	At   float64
+}
+
+// openLarge opens the repo in a fresh browser with the engine in its
+// worker, or on the page (Worker removed), and reads the page's marks.
+func openLarge(t *testing.T, base, hubURL, repo, engine string, trust cdnTrust) pageRun {
+	t.Helper()
+	var opts []chromedp.ExecAllocatorOption
+	if trust.spki != "" {
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors-spki-list", trust.spki))
+	}
+	ctx := newBrowser(t, 1366, 900, opts...)
+	// The page's long tasks (over 50 ms: the page does not answer input
+	// meanwhile), recorded from the start.
+	init := `window.qsLong = []; new PerformanceObserver(l => { for (const e of l.getEntries()) qsLong.push({At: e.startTime, Ms: e.duration}); }).observe({type: "longtask"});`
+	if engine == "page" {
+		init += "delete window.Worker;"
+	}
+	do(t, ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: init})
+		return err
+	}))
 	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")+"&endpoint="+url.QueryEscape(hubURL)))
 	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", repo), 3*time.Minute)
-	pageReq, pageBytes := h.Stats()
-	type marks struct{ Open, Headers, Rendered float64 }
-	m := eval[marks](t, ctx, `(() => { const g = n => (performance.getEntriesByName(n)[0] || {startTime: NaN}).startTime; return {Open: g("qs-open"), Headers: g("qs-headers-done"), Rendered: g("qs-rendered")}; })()`)
+	if got := eval[string](t, ctx, `document.body.dataset.engine`); got != engine {
+		t.Fatalf("the engine runs in the %s, want the %s", got, engine)
+	}
 	if n := eval[int](t, ctx, `Number(document.getElementById("sum-tensors").dataset.value)`); n != synth.DeepSeekR1FP4Tensors {
 		t.Fatalf("%d tensors on screen, want %d", n, synth.DeepSeekR1FP4Tensors)
 	}
-
-	h.ResetStats()
-	cmd := exec.Command(filepath.Join(binDir, "quantscope"), "inspect", "--json", "--endpoint", hubURL, repo)
-	t0 := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("inspect: %v", err)
+	type marks struct {
+		Open, Headers, Rendered, LongMax, LongSum float64
+		Phases, Net                               []phaseMark
 	}
-	native := time.Since(t0)
-	nativeReq, nativeBytes := h.Stats()
-	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-
-	headers := time.Duration((m.Headers - m.Open) * float64(time.Millisecond))
-	report := fmt.Sprintf("80-shard repo (180,364 tensors), hub + CDN on two origins, 50 ms a response, page on a third origin:\n"+
-		"  page (headless Chromium): %d requests, %d bytes; open → last header %.2f s, → inventory on screen %.2f s\n"+
-		"  quantscope inspect --json: %d requests, %d bytes; %.2f s wall, %.2f s CPU (user + sys)\n"+
-		"  page headers phase / native inspect = %.2f×\n",
-		pageReq, pageBytes, headers.Seconds(), (m.Rendered-m.Open)/1000, nativeReq, nativeBytes, native.Seconds(), cpu.Seconds(), headers.Seconds()/native.Seconds())
-	type entry struct {
-		Name string
-		At   float64
-	}
-	for _, e := range eval[[]entry](t, ctx, `performance.getEntriesByType("mark").filter(m => m.name.startsWith("qs-engine-")).map(m => ({Name: m.name.slice(10), At: m.startTime}))`) {
-		report += fmt.Sprintf("    page engine phase %-16s at %6.0f ms\n", e.Name, e.At-m.Open)
-	}
-	t.Log(report)
-	os.WriteFile(filepath.Join(outDir, "cdn.txt"), []byte(report), 0o644)
-	// The listing, config.json, hf_quant_config.json, the index, and per
-	// shard the 302 and the header read at the CDN.
-	if want := int64(4 + 2*shards); pageReq > want || nativeReq > want {
-		t.Errorf("page %d requests, native %d; want at most %d (2 a shard)", pageReq, nativeReq, want)
-	}
+	m := eval[marks](t, ctx, `(() => { const g = n => (performance.getEntriesByName(n)[0] || {startTime: NaN}).startTime; const o = g("qs-open");
+		const net = performance.getEntriesByName("qs-net-body"), path = m => new URL(m.detail.url).pathname, shard = net.filter(m => path(m).endsWith(".safetensors")), index = net.filter(m => path(m).endsWith(".index.json"));
+		const ph = [["index body in (page thread)", index], ["first shard body in", shard.slice(0, 1)], ["first header parsed", performance.getEntriesByName("qs-headers-first")], ["last shard body in", shard.slice(-1)]];
+		const long = qsLong.filter(e => e.At >= o && e.At < g("qs-headers-done"));
+		return {Open: o, Headers: g("qs-headers-done"), Rendered: g("qs-rendered"), LongMax: Math.max(0, ...long.map(e => e.Ms)), LongSum: long.reduce((a, e) => a + e.Ms, 0), Net: ph.filter(([, l]) => l.length).map(([n, l]) => ({Name: n, At: l[l.length - 1].startTime - o})),
+			Phases: performance.getEntriesByType("mark").filter(m => m.name.startsWith("qs-engine-")).map(m => ({Name: m.name.slice(10), At: m.startTime - o}))}; })()`)
+	phases := append(m.Phases, m.Net...)
+	slices.SortStableFunc(phases, func(a, b phaseMark) int { return cmp.Compare(a.At, b.At) })
+	return pageRun{engine: engine, headers: (m.Headers - m.Open) / 1000, rendered: (m.Rendered - m.Open) / 1000, phases: phases, longMax: m.LongMax, longSum: m.LongSum}
 }

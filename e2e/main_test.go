@@ -145,7 +145,7 @@ func quantscope(t *testing.T, args ...string) []byte {
 
 // newBrowser starts headless Chromium with the flags this closed machine
 // needs (no background networking, a fresh profile).
-func newBrowser(t *testing.T, width, height int) context.Context {
+func newBrowser(t *testing.T, width, height int, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(browser),
@@ -162,6 +162,7 @@ func newBrowser(t *testing.T, width, height int) context.Context {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(width, height),
 	}
+	opts = append(opts, extra...)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))

@@ -3,7 +3,8 @@
 // Command wasm is quantscope's page engine, compiled to WebAssembly. It
 // puts one object on globalThis:
 //
-//	quantscope.open(source, {endpoint, revision, token, onProgress, onTrace}) → Promise<inventory JSON>
+//	quantscope.open(source, {endpoint, revision, token, onProgress, onTrace, bytes}) → Promise<inventory JSON>
+//	  (with bytes: true, as UTF-8 in a Uint8Array)
 //	quantscope.sample(module, rowStart, rows[, colStart]) → Promise<{json, values: Float32Array}>
 //	quantscope.tensors([module]) → Promise<tensors[] JSON>  (the inventory leaves them out)
 //	quantscope.fit({tp, context, batch, mtp, w4a, kv_dtype, reserve, gpus}) → Promise<fit --json's JSON>
@@ -58,8 +59,12 @@ func (a *app) open(args []safejs.Value) (any, error) {
 	}
 	opt := session.Options{Fetcher: jsfetch.Fetcher{}}
 	var onProgress safejs.Value
+	asBytes := false
 	if len(args) > 1 && args[1].Type() == safejs.TypeObject {
 		o := args[1]
+		if v, err := o.Get("bytes"); err == nil && v.Type() == safejs.TypeBoolean {
+			asBytes, _ = v.Bool()
+		}
 		opt.Endpoint = optString(o, "endpoint")
 		opt.Revision = optString(o, "revision")
 		opt.Token = optString(o, "token")
@@ -106,6 +111,9 @@ func (a *app) open(args []safejs.Value) (any, error) {
 	}
 	if opt.Trace != nil {
 		opt.Trace("inventory written")
+	}
+	if asBytes { // UTF-8 in a fresh buffer that the worker hands to the page without a copy
+		return jsfetch.BytesToJS(b)
 	}
 	return string(b), nil
 }

@@ -42,13 +42,7 @@ const formatColor = f => {
 };
 
 // ---- engine ----
-const engine = new Promise((resolve, reject) => {
-  window.quantscopeReady = () => resolve(window.quantscope);
-  const go = new Go();
-  WebAssembly.instantiateStreaming(fetch("wasm/quantscope.wasm"), go.importObject)
-    .then(r => go.run(r.instance))
-    .catch(reject);
-});
+const engine = Engine.start(); // web/engine.js: in a Web Worker, else on the page
 
 // ---- settings ----
 function endpoint() {
@@ -151,14 +145,16 @@ function showIntro() {
 }
 
 // ---- opening ----
-function progress(p) {
+function progress(p, at) {
   const bar = $("progress");
   bar.hidden = false;
   const pct = p.shards ? Math.round(100 * p.shards_done / p.shards) : 0;
   bar.querySelector(".fill").style.width = pct + "%";
   bar.setAttribute("aria-valuenow", pct);
   bar.querySelector(".label").textContent = p.shards ? `headers: ${p.shards_done} of ${p.shards} shards, ${bytes(p.bytes)} received` : "listing the repo…";
-  if (p.shards && p.shards_done === p.shards) performance.mark("qs-headers-done");
+  const mark = name => performance.mark(name, at === undefined ? undefined : { startTime: at });
+  if (p.shards && p.shards_done === 1) mark("qs-headers-first");
+  if (p.shards && p.shards_done === p.shards) mark("qs-headers-done");
 }
 
 async function openRepo(source, rev) {
@@ -174,8 +170,8 @@ async function openRepo(source, rev) {
   let json;
   try {
     json = await qs.open(source, { endpoint: endpoint(), revision: rev, token: state.token,
-      onProgress: s => { if (my === state.opening) progress(JSON.parse(s)); },
-      onTrace: phase => performance.mark("qs-engine-" + phase) });
+      onProgress: (s, at) => { if (my === state.opening) progress(JSON.parse(s), at); },
+      onTrace: (phase, at) => performance.mark("qs-engine-" + phase, { startTime: at }) });
   } catch (err) {
     if (my !== state.opening || err.kind === "cancelled") return false;
     $("progress").hidden = true;

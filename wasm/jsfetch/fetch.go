@@ -70,7 +70,7 @@ func (Fetcher) Fetch(ctx context.Context, req hub.Request) (*hub.Response, error
 		case <-stop:
 		}
 	}()
-	p, err := global.Call("fetch", req.URL, initV)
+	p, err := global.Call(fetchName(global), req.URL, initV)
 	if err != nil {
 		finish()
 		return nil, &session.FetchError{Msg: fmt.Sprintf("fetch %s: %v", req.URL, err)}
@@ -120,6 +120,17 @@ func (Fetcher) Fetch(ctx context.Context, req hub.Request) (*hub.Response, error
 	}
 	out.Body = &bodyReader{reader: reader, ctx: ctx, finish: finish, ctl: ctl}
 	return out, nil
+}
+
+// fetchName is the function that sends requests: in the engine's Web
+// Worker, quantscopeFetch (web/worker.js), which has the page's thread send
+// them and hand over the bodies, so that parsing here and handling the
+// responses there run side by side; elsewhere the browser's fetch.
+func fetchName(global safejs.Value) string {
+	if f, err := global.Get("quantscopeFetch"); err == nil && f.Type() == safejs.TypeFunction {
+		return "quantscopeFetch"
+	}
+	return "fetch"
 }
 
 type emptyReader struct{}
@@ -178,6 +189,15 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		n, err := chunk.Length()
 		if err != nil {
 			return 0, err
+		}
+		if n <= len(p) { // straight into the caller's buffer: no copy in between
+			if _, err := safejs.CopyBytesToGo(p[:n], chunk); err != nil {
+				return 0, err
+			}
+			if n > 0 {
+				return n, nil
+			}
+			continue
 		}
 		b.buf = make([]byte, n)
 		if _, err := safejs.CopyBytesToGo(b.buf, chunk); err != nil {
