@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,8 +156,14 @@ func benchRatio(b *testing.B, format string) {
 
 	// Two cores against one, timed in alternation on the same module so
 	// that the machine's other load falls on both alike: on the 64 MiB
-	// module above and on one of 256 MiB, since each stream pays once for
-	// waking the second core (about 0.3 ms on a VM whose idle vCPU halts).
+	// module above and on one of 256 MiB. Each run of two workers follows a
+	// run of one, and so starts by waking the idle second core; on a VM
+	// whose idle vCPU halts that costs a fraction of a millisecond, more
+	// than a 64 MiB stream can hide. The reference measures the machine's
+	// own answer: a pure compute loop (no memory, nothing shared) of the
+	// same duration as the one-worker stream, on one goroutine and then
+	// split over two, in the same alternation ("ref-x2/1"). What the
+	// pipeline loses beyond the reference is its own.
 	for _, rows := range []int{benchRows, 4 * benchRows} {
 		m, mem := benchModule(b, format, rows)
 		src, err := ops.ModuleSource(m, mem)
@@ -166,7 +173,8 @@ func benchRatio(b *testing.B, format string) {
 		b.Run(fmt.Sprintf("scaling/out=%dMiB", 4*rows*benchCols>>20), func(b *testing.B) {
 			one, two := &cpu.Backend{Workers: 1}, &cpu.Backend{Workers: 2}
 			sink := func(*kernels.Band) error { return nil }
-			var t1, t2 time.Duration
+			perUnit := spinCost()
+			var t1, t2, r1, r2 time.Duration
 			b.SetBytes(4 * int64(rows) * benchCols)
 			for b.Loop() {
 				t0 := time.Now()
@@ -177,12 +185,43 @@ func benchRatio(b *testing.B, format string) {
 				if err := two.Dequantize(context.Background(), src, kernels.DequantOptions{}, sink); err != nil {
 					b.Fatal(err)
 				}
+				te := time.Now()
 				t1 += tm.Sub(t0)
-				t2 += time.Since(tm)
+				t2 += te.Sub(tm)
+				units := int(float64(tm.Sub(t0)) / perUnit)
+				spinSink += spin(units)
+				tr := time.Now()
+				var wg sync.WaitGroup
+				wg.Go(func() { spinSink2 = spin(units / 2) })
+				spinSink += spin(units - units/2)
+				wg.Wait()
+				r1 += tr.Sub(te)
+				r2 += time.Since(tr)
 			}
 			b.ReportMetric(float64(t1)/float64(t2), "x2/1")
+			b.ReportMetric(float64(r1)/float64(r2), "ref-x2/1")
 		})
 	}
+}
+
+// spin is a dependent chain of integer multiply-adds: compute alone, so two
+// goroutines running it on two cores scale by what the machine allows.
+func spin(units int) uint64 {
+	x := uint64(units) | 1
+	for range units {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	return x
+}
+
+var spinSink, spinSink2 uint64
+
+// spinCost is the nanoseconds one unit of spin takes on one core.
+func spinCost() float64 {
+	const n = 1 << 24
+	t := time.Now()
+	spinSink += spin(n)
+	return float64(time.Since(t)) / n
 }
 
 func BenchmarkRatioModuleNVFP4(b *testing.B)    { benchRatio(b, "nvfp4") }
