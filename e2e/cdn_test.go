@@ -55,6 +55,35 @@ func TestLargeRepoCDNOnAnotherOrigin(t *testing.T) {
 		name := map[bool]string{false: "HTTP/1.1", true: "HTTP/2 over TLS"}[tls]
 		t.Run(name, func(t *testing.T) {
 			h, hubURL, trust := startCDNHub(t, dir, tls)
+			// Native inspect first, before any browser exists (a Chromium still
+			// rendering the last page took a core from it and made it look 2-3×
+			// slower): three runs, the median's time, CPU and counts.
+			load, _ := os.ReadFile("/proc/loadavg")
+			type nativeRun struct {
+				wall, cpu  time.Duration
+				req, bytes int64
+				protos     map[string]int
+			}
+			var runs []nativeRun
+			for range 3 {
+				h.ResetStats()
+				trust.protos.take()
+				cmd := exec.Command(filepath.Join(binDir, "quantscope"), "inspect", "--json", "--endpoint", hubURL, repo)
+				if trust.certFile != "" {
+					cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+trust.certFile)
+				}
+				t0 := time.Now()
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("inspect: %v\n%.2000s", err, out)
+				}
+				r := nativeRun{wall: time.Since(t0), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+				r.req, r.bytes = h.Stats()
+				r.protos = trust.protos.take()
+				runs = append(runs, r)
+			}
+			slices.SortFunc(runs, func(a, b nativeRun) int { return cmp.Compare(a.wall, b.wall) })
+			med := runs[1]
+			native, cpu, nativeReq, nativeBytes, nativeProtos := med.wall, med.cpu, med.req, med.bytes, med.protos
 			engines := []string{"worker"}
 			if tls {
 				engines = append(engines, "page")
@@ -69,21 +98,6 @@ func TestLargeRepoCDNOnAnotherOrigin(t *testing.T) {
 				pages = append(pages, p)
 			}
 
-			h.ResetStats()
-			trust.protos.take()
-			cmd := exec.Command(filepath.Join(binDir, "quantscope"), "inspect", "--json", "--endpoint", hubURL, repo)
-			if trust.certFile != "" {
-				cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+trust.certFile)
-			}
-			load, _ := os.ReadFile("/proc/loadavg")
-			t0 := time.Now()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("inspect: %v\n%.2000s", err, out)
-			}
-			native := time.Since(t0)
-			nativeReq, nativeBytes := h.Stats()
-			nativeProtos := trust.protos.take()
-			cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 
 			fmt.Fprintf(&report, "%s (load average %s):\n", name, strings.Join(strings.Fields(string(load))[:3], " "))
 			for _, p := range pages {
@@ -94,7 +108,8 @@ func TestLargeRepoCDNOnAnotherOrigin(t *testing.T) {
 					fmt.Fprintf(&report, "    %-28s at %6.0f ms\n", e.Name, e.At)
 				}
 			}
-			fmt.Fprintf(&report, "  quantscope inspect --json: %d requests %v, %d bytes; %.2f s wall, %.2f s CPU (user + sys)\n", nativeReq, nativeProtos, nativeBytes, native.Seconds(), cpu.Seconds())
+			fmt.Fprintf(&report, "  quantscope inspect --json (median of 3, run before the browser): %d requests %v, %d bytes; %.2f s wall (runs %.2f, %.2f, %.2f), %.2f s CPU (user + sys)\n",
+				nativeReq, nativeProtos, nativeBytes, native.Seconds(), runs[0].wall.Seconds(), runs[1].wall.Seconds(), runs[2].wall.Seconds(), cpu.Seconds())
 			for _, p := range pages {
 				fmt.Fprintf(&report, "  page headers phase (engine in the %s) / native inspect = %.2f×\n", p.engine, p.headers/native.Seconds())
 			}
