@@ -37,6 +37,7 @@ type RowStream struct {
 	tab        [256]float32    // FP8: the code table
 	atMax      [256]uint8      // codes (or E2M1 nibbles) of a byte at the format's largest magnitude
 	scaleDec   numeric.Decoder // the scales' decoder (the weight's for dense)
+	scaleTab   [256]float32    // NVFP4: an 8-bit scale code's value × the global scale
 	g          *grid           // FP8: the scale grid's shape (and a tensor scale's value)
 	tensorSc   bool            // FP8: one scale for the whole tensor
 }
@@ -138,6 +139,16 @@ func (s *RowStream) openNVFP4(d *dq) error {
 	}
 	if s.scaleDec, err = numeric.DecoderFor(sc.DType); err != nil {
 		return d.fail(sc, "dtype", err.Error())
+	}
+	// Each stored scale code's float32 value times the global scale, the
+	// same two float32 operations the band would do, done once a stream.
+	codes := make([]byte, 256)
+	for b := range codes {
+		codes[b] = byte(b)
+	}
+	s.scaleDec(s.scaleTab[:], codes)
+	for b := range s.scaleTab {
+		s.scaleTab[b] *= s.global
 	}
 	for b := range 256 { // nibbles of magnitude code 7, |e2m1| = 6
 		if b&7 == 7 {
@@ -301,9 +312,8 @@ func (d *RowDecoder) nvfp4(dst []float32, lo, hi int, info *BandInfo) error {
 		return err
 	}
 	d.scales = grow(d.scales, len(sb))
-	s.scaleDec(d.scales, sb)
-	for i := range d.scales {
-		d.scales[i] *= s.global
+	for i, c := range sb {
+		d.scales[i] = s.scaleTab[c]
 	}
 	numeric.DecodeE2M1Blocks(dst, packed, d.scales, 16)
 	if info != nil {
