@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/packing"
@@ -18,19 +16,7 @@ import (
 // formulas, which kernels/cuda's tests tie to formats/scheme itself).
 
 func hostIntKernels(t *testing.T) string {
-	t.Helper()
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		if cxx, err = exec.LookPath("c++"); err != nil {
-			t.Skip("no C++ compiler to build testdata/host_int.cpp")
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "host_int")
-	out, err := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-o", bin, "testdata/host_int.cpp").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building testdata/host_int.cpp: %v\n%s", err, out)
-	}
-	return bin
+	return buildHost(t, "host_int", "c++17", []string{"dequant_int.cu"})
 }
 
 // intCase builds a random integer weight: codes over the whole range,

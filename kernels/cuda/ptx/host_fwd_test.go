@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/quantscope/quantscope/kernels"
@@ -18,52 +14,8 @@ import (
 // The forward-pass kernels' sources compiled for the CPU
 // (testdata/host_fwd.cpp) against kernels/cpu and model/'s arithmetic.
 
-var hostFwd struct {
-	once     sync.Once
-	bin, err string
-	dir      string
-}
-
-// TestMain removes the host build of the forward kernels after the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if hostFwd.dir != "" {
-		os.RemoveAll(hostFwd.dir)
-	}
-	os.Exit(code)
-}
-
 func hostFwdKernels(t *testing.T) string {
-	t.Helper()
-	hostFwd.once.Do(func() {
-		cxx, err := exec.LookPath("g++")
-		if err != nil {
-			if cxx, err = exec.LookPath("c++"); err != nil {
-				hostFwd.err = "skip"
-				return
-			}
-		}
-		dir, err := os.MkdirTemp("", "qs-host-fwd")
-		hostFwd.dir = dir
-		if err != nil {
-			hostFwd.err = err.Error()
-			return
-		}
-		bin := filepath.Join(dir, "host_fwd")
-		out, err := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-o", bin, "testdata/host_fwd.cpp").CombinedOutput()
-		if err != nil {
-			hostFwd.err = fmt.Sprintf("building testdata/host_fwd.cpp: %v\n%s", err, out)
-			return
-		}
-		hostFwd.bin = bin
-	})
-	if hostFwd.err == "skip" {
-		t.Skip("no C++ compiler to build testdata/host_fwd.cpp")
-	}
-	if hostFwd.err != "" {
-		t.Fatal(hostFwd.err)
-	}
-	return hostFwd.bin
+	return buildHost(t, "host_fwd", "c++17", []string{"w4a_nvfp4.cu", "llama.cu", "calib.cu"})
 }
 
 // nibbles packs one 4-bit code a byte into two a byte, element 2j low.

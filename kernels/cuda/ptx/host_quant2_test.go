@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/numeric"
@@ -21,25 +18,7 @@ import (
 // bit for bit: the kernels' logic and float32 order without a GPU.
 
 func hostQuant2(t *testing.T) string {
-	t.Helper()
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		if cxx, err = exec.LookPath("c++"); err != nil {
-			t.Skip("no C++ compiler to build testdata/host_quant2.cpp")
-		}
-	}
-	// read here so that go test's cache knows the sources g++ compiles
-	for _, src := range []string{"fp8_quant.cu", "nvfp4_recipes.cu", "fp8.cuh", "testdata/host_quant2.cpp"} {
-		if _, err := os.ReadFile(src); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "host_quant2")
-	out, err := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-o", bin, "testdata/host_quant2.cpp").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building testdata/host_quant2.cpp: %v\n%s", err, out)
-	}
-	return bin
+	return buildHost(t, "host_quant2", "c++17", []string{"fp8_quant.cu", "nvfp4_recipes.cu"})
 }
 
 // TestHostFP8Cast: the kernels' FP8 cast against formats/numeric's encoders

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/numeric"
@@ -44,16 +42,7 @@ func W4AFP8TCBound(a *kernels.FP8Tokens, w *kernels.W4AWeight) []float64 {
 // documented fragment layout) against kernels/cpu on shapes with partial
 // tiles (70 tokens, 96 outputs).
 func hostTC(t *testing.T) string {
-	t.Helper()
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++ to build testdata/host_tc.cpp")
-	}
-	bin := filepath.Join(t.TempDir(), "host_tc")
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-o", bin, "testdata/host_tc.cpp").CombinedOutput(); err != nil {
-		t.Fatalf("building testdata/host_tc.cpp: %v\n%s", err, out)
-	}
-	return bin
+	return buildHost(t, "host_tc", "c++20", []string{"w4a_fp8_tc.cu", "w4a_nvfp4_tc.cu"}, "-pthread")
 }
 
 func TestHostTensorCoreW4AFP8(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/numeric"
@@ -17,24 +16,10 @@ import (
 	"github.com/quantscope/quantscope/kernels/cpu"
 )
 
-// The kernels' sources compiled for the CPU (testdata/host.cpp) against the
-// CPU backend: their logic, without a GPU. The GPU's arithmetic itself is
-// the parity tests' (kernels/cuda/gpu_parity_test.go) to check.
-
+// testdata/host.cpp: the dequantization, NVFP4 quantize and W4A-FP8 kernels
+// (see hostbuild_test.go).
 func hostKernels(t *testing.T) string {
-	t.Helper()
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		if cxx, err = exec.LookPath("c++"); err != nil {
-			t.Skip("no C++ compiler to build testdata/host.cpp")
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "host")
-	out, err := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-o", bin, "testdata/host.cpp").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building testdata/host.cpp: %v\n%s", err, out)
-	}
-	return bin
+	return buildHost(t, "host", "c++17", []string{"dequant.cu", "nvfp4_quant.cu", "w4a_fp8.cu"})
 }
 
 func runHost(t *testing.T, bin string, in []byte, args ...string) []byte {
