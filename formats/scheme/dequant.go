@@ -414,20 +414,30 @@ func (d *dq) scaled() ([]float32, error) {
 	return q, nil
 }
 
-func (d *dq) ctPack() ([]float32, error) {
-	w, err := d.weightInfo()
-	if err != nil {
-		return nil, err
+// ctWeight finds a compressed-tensors pack-quantized weight and its scale,
+// and checks that each packed row holds the module's columns (CT-004): it
+// returns the int32 words a row.
+func (d *dq) ctWeight() (w, sc *TensorInfo, p int, err error) {
+	if w, err = d.weightInfo(); err != nil {
+		return nil, nil, 0, err
 	}
-	sc, err := d.need("weight_scale")
+	if sc, err = d.need("weight_scale"); err != nil {
+		return nil, nil, 0, err
+	}
+	bits, l := d.m.Bits, d.m.packLayout
+	p = packing.CTWordsPerRow(d.cols, bits, l)
+	if p == 0 || len(w.Shape) == 0 || w.Shape[len(w.Shape)-1] != uint64(p) {
+		return nil, nil, 0, d.fail(w, "CT-004", fmt.Sprintf("packed width %v does not hold %d values of %d bits (%s wants %d words a row)", w.Shape, d.cols, bits, l, p))
+	}
+	return w, sc, p, nil
+}
+
+func (d *dq) ctPack() ([]float32, error) {
+	w, sc, p, err := d.ctWeight()
 	if err != nil {
 		return nil, err
 	}
 	bits, l := d.m.Bits, d.m.packLayout
-	p := packing.CTWordsPerRow(d.cols, bits, l)
-	if p == 0 || len(w.Shape) == 0 || w.Shape[len(w.Shape)-1] != uint64(p) {
-		return nil, d.fail(w, "CT-004", fmt.Sprintf("packed width %v does not hold %d values of %d bits (%s wants %d words a row)", w.Shape, d.cols, bits, l, p))
-	}
 	b, err := d.rowBytes(w, 4*p, d.lo, d.hi)
 	if err != nil {
 		return nil, err

@@ -169,19 +169,11 @@ func (d *dq) packedAWQ() (*Packed, error) {
 
 // packedCT reads a compressed-tensors pack-quantized weight as ctPack does.
 func (d *dq) packedCT() (*Packed, error) {
-	w, err := d.weightInfo()
-	if err != nil {
-		return nil, err
-	}
-	sc, err := d.need("weight_scale")
+	w, sc, p, err := d.ctWeight()
 	if err != nil {
 		return nil, err
 	}
 	bits, l := d.m.Bits, d.m.packLayout
-	p := packing.CTWordsPerRow(d.cols, bits, l)
-	if p == 0 || len(w.Shape) == 0 || w.Shape[len(w.Shape)-1] != uint64(p) {
-		return nil, d.fail(w, "CT-004", fmt.Sprintf("packed width %v does not hold %d values of %d bits (%s wants %d words a row)", w.Shape, d.cols, bits, l, p))
-	}
 	data, err := d.rowBytes(w, 4*p, 0, d.rows)
 	if err != nil {
 		return nil, err
