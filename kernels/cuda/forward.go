@@ -41,6 +41,30 @@ func fellBack(err error) bool {
 	return ok
 }
 
+// gemm runs a W4A GEMM request (req.T tokens, req.N outputs) on a worker
+// and returns its [T, N] output plus the bias; when the call falls back,
+// cpuRun's answer.
+func (b *Backend) gemm(ctx context.Context, need int64, req wire.Request, bias []float32, cpuRun func() (kernels.Matrix, error), parts ...[]byte) (kernels.Matrix, error) {
+	r, out, err := b.call(ctx, need, req, parts...)
+	if err != nil {
+		if fellBack(err) {
+			return cpuRun()
+		}
+		return kernels.Matrix{}, err
+	}
+	T, N := int(req.T), int(req.N)
+	y, err := bytesF32(out, 0, T*N, r)
+	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	for t := range T {
+		for n, v := range bias {
+			y[t*N+n] += v
+		}
+	}
+	return kernels.Matrix{Rows: T, Cols: N, Data: y}, nil
+}
+
 // W4ANVFP4Linear runs the W4A-NVFP4 GEMM on the GPU: the activation's E2M1
 // codes and the INT4 weight codes cross as nibbles, the block scales as
 // E4M3 codes; the bias is added here, after the global scale, as the CPU does.
@@ -81,25 +105,7 @@ func (b *Backend) w4aNVFP4(ctx context.Context, a *kernels.NVFP4Tokens, w *kerne
 		return cpuRun()
 	}
 	req := wire.Request{Op: op, T: int64(T), K: int64(K), N: int64(N), Global: a.Global}
-	r, out, err := b.call(ctx, wire.W4ANVFP4Bytes(int64(T), int64(K), int64(N)), req, codes, a.Scales, q, f32Bytes(w.Scales))
-	if err != nil {
-		if fellBack(err) {
-			return cpuRun()
-		}
-		return kernels.Matrix{}, err
-	}
-	y, err := bytesF32(out, 0, T*N, r)
-	if err != nil {
-		return kernels.Matrix{}, err
-	}
-	if w.Bias != nil {
-		for t := range T {
-			for n, v := range w.Bias {
-				y[t*N+n] += v
-			}
-		}
-	}
-	return kernels.Matrix{Rows: T, Cols: N, Data: y}, nil
+	return b.gemm(ctx, wire.W4ANVFP4Bytes(int64(T), int64(K), int64(N)), req, w.Bias, cpuRun, codes, a.Scales, q, f32Bytes(w.Scales))
 }
 
 // int4Nibbles packs centred codes c ∈ [−8, 7] as q = c + 8, element 2j in
@@ -311,23 +317,5 @@ func (b *Backend) W4AFP8LinearTC(ctx context.Context, a *kernels.FP8Tokens, w *k
 		return cpuRun()
 	}
 	req := wire.Request{Op: wire.OpW4AFP8TC, T: int64(T), K: int64(K), N: int64(N)}
-	r, out, err := b.call(ctx, wire.W4ABytes(int64(T), int64(K), int64(N)), req, a.Codes, f32Bytes(a.Scales), q, f32Bytes(w.Scales))
-	if err != nil {
-		if fellBack(err) {
-			return cpuRun()
-		}
-		return kernels.Matrix{}, err
-	}
-	y, err := bytesF32(out, 0, T*N, r)
-	if err != nil {
-		return kernels.Matrix{}, err
-	}
-	if w.Bias != nil {
-		for t := range T {
-			for n, v := range w.Bias {
-				y[t*N+n] += v
-			}
-		}
-	}
-	return kernels.Matrix{Rows: T, Cols: N, Data: y}, nil
+	return b.gemm(ctx, wire.W4ABytes(int64(T), int64(K), int64(N)), req, w.Bias, cpuRun, a.Codes, f32Bytes(a.Scales), q, f32Bytes(w.Scales))
 }

@@ -153,7 +153,7 @@ func (b *Backend) QuantizeNVFP4(ctx context.Context, w kernels.Matrix, opt kerne
 	req := wire.Request{Op: wire.OpQuantNVFP4, Rows: int64(w.Rows), Cols: int64(w.Cols), Recipe: recipe, Global: scale2}
 	_, out, err := b.call(ctx, int64(4*n+n/2+n/16), req, f32Bytes(w.Data))
 	if err != nil {
-		if _, ok := err.(*errFallback); ok {
+		if fellBack(err) {
 			return cpuRun()
 		}
 		return nil, err
@@ -199,25 +199,7 @@ func (b *Backend) W4AFP8Linear(ctx context.Context, a *kernels.FP8Tokens, w *ker
 	}
 	T, K, N := a.Rows, a.Cols, w.Out
 	req := wire.Request{Op: wire.OpW4AFP8, T: int64(T), K: int64(K), N: int64(N)}
-	r, out, err := b.call(ctx, int64(T*K+4*T+len(q)+4*len(w.Scales)+4*T*N), req, a.Codes, f32Bytes(a.Scales), q, f32Bytes(w.Scales))
-	if err != nil {
-		if _, ok := err.(*errFallback); ok {
-			return cpuRun()
-		}
-		return kernels.Matrix{}, err
-	}
-	y, err := bytesF32(out, 0, T*N, r)
-	if err != nil {
-		return kernels.Matrix{}, err
-	}
-	if w.Bias != nil {
-		for t := range T {
-			for n, v := range w.Bias {
-				y[t*N+n] += v
-			}
-		}
-	}
-	return kernels.Matrix{Rows: T, Cols: N, Data: y}, nil
+	return b.gemm(ctx, int64(T*K+4*T+len(q)+4*len(w.Scales)+4*T*N), req, w.Bias, cpuRun, a.Codes, f32Bytes(a.Scales), q, f32Bytes(w.Scales))
 }
 
 func f32Bytes(v []float32) []byte {
