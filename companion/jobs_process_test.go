@@ -125,7 +125,9 @@ func TestCompanionJobs(t *testing.T) {
 	snap := hfCacheOf(t, hfDir, "cache-org/Tiny", commit, filepath.Join(dir, filepath.FromSlash(tiny.ID)))
 	t.Setenv("HF_HUB_CACHE", hfDir)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	hubURL := startMain(t, "hub", "--addr", "127.0.0.1:0", "--latency", "150ms", dir)
+	// 400 ms a response keeps each inventory job running for seconds, so
+	// that the limit checks below find the slots still taken.
+	hubURL := startMain(t, "hub", "--addr", "127.0.0.1:0", "--latency", "400ms", dir)
 	s := startServe(t, "--addr", "127.0.0.1:0", "--max-jobs", "3", "--max-jobs-per-conn", "2")
 
 	a := dialClient(t, s)
@@ -189,7 +191,7 @@ func TestCompanionJobs(t *testing.T) {
 	if lastDone <= 0 {
 		t.Errorf("no header progress among %+v", progress)
 	}
-	t.Logf("80-shard inventory over a 150 ms hub: %v, %d progress messages, largest gap %d ms (server) / %d ms (client)", d, len(progress), maxGap, maxClientGap)
+	t.Logf("80-shard inventory over a 400 ms hub: %v, %d progress messages, largest gap %d ms (server) / %d ms (client)", d, len(progress), maxGap, maxClientGap)
 
 	// The same source again: the loaded checkpoint is reused.
 	a.send(remote("again", "a"))

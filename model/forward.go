@@ -104,8 +104,10 @@ func New(c *checkpoint.Checkpoint, be kernels.W4A) (*Model, error) {
 // MemoryBound is the most heap a forward of T tokens needs, in bytes: the
 // largest decoder layer's weights at 5 bytes a parameter (float32 plus an
 // unpacked code) plus their stored bytes; one chunk of the head likewise;
-// the activations of T tokens (residual, norms, q/k/v, attention, MLP,
-// W4A codes); the attention scores of one row per head; and the logits.
+// the activations of T tokens (residual, norms, q/k/v and their rotated
+// copies with the RoPE tables, attention, MLP and SwiGLU's output, W4A
+// codes: the backend's LlamaOps return new matrices); the attention scores
+// of one row per head; and the logits.
 func (m *Model) MemoryBound(T int) int64 {
 	cfg := m.Config
 	var layer int64
@@ -127,6 +129,7 @@ func (m *Model) MemoryBound(T int) int64 {
 	q, kv := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	t := int64(T)
 	act := 4 * t * int64(6*cfg.Hidden+2*q+4*kv+4*cfg.Inter+2*max(cfg.Hidden, cfg.Inter)+cfg.HeadDim)
+	act += 4 * t * int64(q+kv+cfg.Inter+2*cfg.HeadDim) // RoPE's copies of q and k and its cos/sin tables (twice), SwiGLU's output
 	scores := 4 * int64(cfg.Heads) * t
 	logits := 4 * t * int64(cfg.Vocab+m.headChunk())
 	return layer + hb + act + scores + logits
