@@ -64,7 +64,9 @@ func BenchmarkGPUQuantNVFP4(b *testing.B) {
 
 // BenchmarkGPUW4AFP8 is the W4A-FP8 GEMM of 2048 tokens through a
 // 4096→4096 linear; worker-TFLOP/s counts 2·T·K·N.
-func BenchmarkGPUW4AFP8(b *testing.B) {
+func BenchmarkGPUW4AFP8(b *testing.B) { benchW4AFP8(b, wire.OpW4AFP8) }
+
+func benchW4AFP8(b *testing.B, op string) {
 	be := gpuBackend(b)
 	T, K, N := 2048, 4096, 4096
 	as := make([]float32, T)
@@ -79,12 +81,17 @@ func BenchmarkGPUW4AFP8(b *testing.B) {
 	for i := range codes {
 		codes[i] &^= 0x78 // no NaN codes
 	}
-	req := wire.Request{Op: wire.OpW4AFP8, T: int64(T), K: int64(K), N: int64(N)}
-	wq := randBytes(N*K/2, 5)
+	req := wire.Request{Op: op, T: int64(T), K: int64(K), N: int64(N)}
+	benchGEMM(b, be, req, codes, f32Bytes(as), randBytes(N*K/2, 5), f32Bytes(ws))
+}
+
+// benchGEMM times a GEMM request on the worker and reports its own time
+// and 2·T·K·N over it.
+func benchGEMM(b *testing.B, be *Backend, req wire.Request, parts ...[]byte) {
 	b.ResetTimer()
 	var ms float64
 	for range b.N {
-		r, _, err := be.w.Call(context.Background(), req, codes, f32Bytes(as), wq, f32Bytes(ws))
+		r, _, err := be.w.Call(context.Background(), req, parts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,7 +99,7 @@ func BenchmarkGPUW4AFP8(b *testing.B) {
 	}
 	ms /= float64(b.N)
 	b.ReportMetric(ms, "worker-ms/op")
-	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
+	b.ReportMetric(2*float64(req.T)*float64(req.K)*float64(req.N)/ms/1e9, "worker-TFLOP/s")
 }
 
 // BenchmarkGPUQuantFP8 quantizes an 8192×4096 weight to FP8 (quant2.go):
@@ -148,48 +155,8 @@ func benchW4ANVFP4(b *testing.B, op string) {
 	}
 	req := wire.Request{Op: op, T: int64(T), K: int64(K), N: int64(N), Global: 0.01}
 	codes, wq := randBytes(T*K/2, 7), randBytes(N*K/2, 8)
-	b.ResetTimer()
-	var ms float64
-	for range b.N {
-		r, _, err := be.w.Call(context.Background(), req, codes, sc, wq, f32Bytes(ws))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ms += r.Millis
-	}
-	ms /= float64(b.N)
-	b.ReportMetric(ms, "worker-ms/op")
-	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
+	benchGEMM(b, be, req, codes, sc, wq, f32Bytes(ws))
 }
 
 // BenchmarkGPUW4AFP8TC is BenchmarkGPUW4AFP8's GEMM on the tensor-core kernel.
-func BenchmarkGPUW4AFP8TC(b *testing.B) {
-	be := gpuBackend(b)
-	T, K, N := 2048, 4096, 4096
-	as := make([]float32, T)
-	ws := make([]float32, N*K/128)
-	for i := range as {
-		as[i] = 0.01
-	}
-	for i := range ws {
-		ws[i] = 0.001
-	}
-	codes := randBytes(T*K, 4)
-	for i := range codes {
-		codes[i] &^= 0x78 // no NaN codes
-	}
-	req := wire.Request{Op: wire.OpW4AFP8TC, T: int64(T), K: int64(K), N: int64(N)}
-	wq := randBytes(N*K/2, 5)
-	b.ResetTimer()
-	var ms float64
-	for range b.N {
-		r, _, err := be.w.Call(context.Background(), req, codes, f32Bytes(as), wq, f32Bytes(ws))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ms += r.Millis
-	}
-	ms /= float64(b.N)
-	b.ReportMetric(ms, "worker-ms/op")
-	b.ReportMetric(2*float64(T)*float64(K)*float64(N)/ms/1e9, "worker-TFLOP/s")
-}
+func BenchmarkGPUW4AFP8TC(b *testing.B) { benchW4AFP8(b, wire.OpW4AFP8TC) }

@@ -7,6 +7,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"github.com/quantscope/quantscope/companion/ops"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -132,11 +133,11 @@ func TestGPUParityStats(t *testing.T) {
 		sameStats(t, name, got, want)
 	}
 	for _, c := range packedModules(t) {
-		s, err := scheme.OpenRows(c.m, c.r)
+		src, err := ops.ModuleSource(c.m, c.r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(c.name, moduleSource{s})
+		check(c.name, src)
 	}
 	for _, w := range []*IntWeight{randomInt(GPTQ, 4, 6144, 6144, 128, 30), randomInt(CTBitstream, 3, 6000, 6000, 128, 31)} {
 		w.Scales[5] = float32(math.NaN())

@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"github.com/quantscope/quantscope/companion/ops"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -50,42 +51,6 @@ func (m *memFile) ReadTensor(name string, off, n int64) ([]byte, error) {
 	}
 	s := m.h.DataStart() + int64(t.Begin) + off
 	return m.data[s : s+n], nil
-}
-
-// moduleSource is companion/ops' adapter of a scheme.RowStream, which this
-// package cannot import (ops imports kernels/cuda's callers).
-type moduleSource struct{ s *scheme.RowStream }
-
-func (m moduleSource) Shape() (rows, cols int) { return m.s.Shape() }
-func (m moduleSource) NewDecoder() kernels.RowDecoder {
-	return &moduleDecoder{d: m.s.NewDecoder()}
-}
-func (m moduleSource) Packed() (*kernels.Packed, error) {
-	p, err := m.s.Packed()
-	if p == nil || err != nil {
-		return nil, err
-	}
-	k := kernels.Packed(*p)
-	return &k, nil
-}
-
-type moduleDecoder struct {
-	d    *scheme.RowDecoder
-	info scheme.BandInfo
-}
-
-func (d *moduleDecoder) Decode(dst []float32, lo, hi int, meta *kernels.BandMeta) error {
-	if meta == nil {
-		return d.d.Decode(dst, lo, hi, nil)
-	}
-	d.info = scheme.BandInfo{}
-	if err := d.d.Decode(dst, lo, hi, &d.info); err != nil {
-		return err
-	}
-	i := &d.info
-	*meta = kernels.BandMeta{Codes: i.Codes, AtMax: i.AtMax, Scales: append(meta.Scales[:0], i.Scales...),
-		ScaleE4M3: i.ScaleE4M3, ScaleAtMax: i.ScaleAtMax, ScaleSubnormal: i.ScaleSubnormal}
-	return nil
 }
 
 func synthWeights(seed uint64, rows, cols int) synth.Matrix {
@@ -240,11 +205,10 @@ func TestStatsPackedMatchesCPU(t *testing.T) {
 	b, l := openFake(t, "cpu")
 	ctx := context.Background()
 	for _, c := range packedModules(t) {
-		s, err := scheme.OpenRows(c.m, c.r)
+		src, err := ops.ModuleSource(c.m, c.r) // the adapter the companion's jobs use
 		if err != nil {
 			t.Fatal(c.name, err)
 		}
-		src := moduleSource{s}
 		want, err := cpu.New().Stats(ctx, src, kernels.StatsOptions{Bins: 50})
 		if err != nil {
 			t.Fatal(c.name, err)
