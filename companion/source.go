@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/internal/hugeheap"
 )
 
 // noteOut receives the command line's notes (where a source was read from).
@@ -100,8 +102,14 @@ func loadCheckpoint(ctx context.Context, source string, sf sourceFlags) (*checkp
 	if err != nil {
 		return nil, err
 	}
+	prepareHeap()
 	return loadFrom(ctx, src, checkpoint.Options{})
 }
+
+// prepareHeap puts the heap a command's inventory is built in on huge
+// pages (internal/hugeheap): once a process, for the CLI only, whose runs
+// are short; serve's long-lived heap is left as the runtime keeps it.
+var prepareHeap = sync.OnceFunc(func() { hugeheap.Prepare(256 << 20) })
 
 // loadFrom loads a resolved source, reading weight_shape values when local.
 func loadFrom(ctx context.Context, src hub.Source, opt checkpoint.Options) (*checkpoint.Checkpoint, error) {
