@@ -223,16 +223,18 @@ func parseValid(file string, js []byte, size int64, owned bool) (*Header, error)
 	} else {
 		b = string(js)
 	}
-	s := &scanner{b: b, file: file, arena: make([]uint64, 0, len(js)/24)}
+	// Every entry has two arrays (shape, data_offsets), so half the ']'
+	// bytes bounds the entries from above but for names that hold one. A
+	// one-byte count is a vector loop; counting `"data_offsets"` stopped at
+	// every '"'. Sized by it, the tensors are read without growing, and
+	// the shapes' arena holds two dimensions a tensor (most have two or
+	// fewer; more grow it) plus the offsets of the entry being read.
+	n := min(strings.Count(b, "]")/2, len(js)/40) + 1
+	s := &scanner{b: b, file: file, arena: make([]uint64, 0, 2*n+8)}
 	h := &Header{File: file, Len: uint64(len(js))}
 	if err := s.expect('{', "", "the header object '{'"); err != nil {
 		return nil, err
 	}
-	// Every entry has two arrays (shape, data_offsets), so half the ']'
-	// bytes bounds the entries from above but for names that hold one. A
-	// one-byte count is a vector loop; counting `"data_offsets"` stopped at
-	// every '"'. Sized by it, the tensors are read without growing.
-	n := min(strings.Count(s.b, "]")/2, len(js)/40) + 1
 	h.Tensors = make([]Tensor, 0, n)
 	names := newNameSet(n)
 	defer names.release()

@@ -228,14 +228,19 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 	var slab []Module
 	var roleSlab []roleInfo
 	var last *Module // a module's tensors are often neighbours
+	left := len(tensors) // not yet added: bounds the modules still to come
 	add := func(mod, role string, t *TensorInfo) {
+		left--
 		m := last
 		if m == nil || m.Name != mod {
 			m = byName[mod]
 		}
 		if m == nil {
 			if len(slab) == 0 {
-				n := min(len(tensors), 256)
+				// A quantized linear has about four tensors: a slab for a
+				// quarter of those left (and more when it runs out) wastes
+				// little where a fixed size left a third of it unused.
+				n := min(left+1, left/4+16)
 				slab, roleSlab = make([]Module, n), make([]roleInfo, 4*n)
 			}
 			m = &slab[0]
