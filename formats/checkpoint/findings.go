@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,7 +25,7 @@ const (
 	RuleShardUnreadable      = "shard-unreadable" // with Options.KeepGoing: a shard that could not be read
 )
 
-func (c *Checkpoint) checkRepo() []scheme.Finding {
+func (c *Checkpoint) checkRepo(ctx context.Context) []scheme.Finding {
 	var out []scheme.Finding
 	s := c.Scheme
 	// What the config files say of each module against what is stored.
@@ -46,7 +47,7 @@ func (c *Checkpoint) checkRepo() []scheme.Finding {
 				Message: fmt.Sprintf("the %s config quantizes this module, but its weight is stored %s", s.Method, m.Format)})
 		}
 	}
-	out = append(out, c.checkIndex()...)
+	out = append(out, c.checkIndex(ctx)...)
 	out = append(out, c.checkScale2()...)
 	out = append(out, c.checkLabel()...)
 	return out
@@ -67,7 +68,7 @@ func indexShard(x *Index, name string) string {
 	return p
 }
 
-func (c *Checkpoint) checkIndex() []scheme.Finding {
+func (c *Checkpoint) checkIndex(ctx context.Context) []scheme.Finding {
 	if c.Index == nil {
 		return nil
 	}
@@ -102,15 +103,31 @@ func (c *Checkpoint) checkIndex() []scheme.Finding {
 		}
 	}
 	if listed < c.Index.Len() { // some names no shard holds (sorted with the rest at the end)
-		c.Index.Each(func(n, file string) {
+		out = append(out, c.missingTensors(ctx, c.Index.Len()-listed)...)
+	}
+	return out
+}
+
+// missingTensors names the weight_map entries no shard holds. The Index
+// keeps no names, so the file is read again: a second request, made only
+// for a repo that has such entries.
+func (c *Checkpoint) missingTensors(ctx context.Context, n int) []scheme.Finding {
+	var out []scheme.Finding
+	b, err := c.Source.ReadFile(ctx, indexFile, maxJSONFile)
+	if err == nil {
+		_, err = parseIndexEach(b, func(name, file string) {
 			if c.shardByPath[file] == nil {
 				return // a shard that could not be read: its own finding says so
 			}
-			if _, ok := c.lookup(n); !ok {
-				out = append(out, scheme.Finding{Rule: RuleIndexMissingTensor, Severity: scheme.SeverityError, Tensor: n,
+			if _, ok := c.lookup(name); !ok {
+				out = append(out, scheme.Finding{Rule: RuleIndexMissingTensor, Severity: scheme.SeverityError, Tensor: name,
 					Message: fmt.Sprintf("weight_map puts the tensor in %s, but no shard holds it", file)})
 			}
 		})
+	}
+	if err != nil { // the file changed or went away since it was first read
+		out = append(out[:0], scheme.Finding{Rule: RuleIndexMissingTensor, Severity: scheme.SeverityError,
+			Message: fmt.Sprintf("weight_map names %d tensor(s) that no shard holds (or that a shard which could not be read holds); reading %s again to name them failed: %v", n, indexFile, err)})
 	}
 	return out
 }

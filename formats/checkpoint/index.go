@@ -11,15 +11,19 @@ import (
 
 // parseIndex reads model.safetensors.index.json. A large model's index holds
 // hundreds of thousands of names with a few dozen distinct shard names, so
-// it is read by hand: names are substrings of the file, shard names interned,
-// and only metadata (small) goes through encoding/json. It keeps b: the
-// caller must not change it afterwards.
-func parseIndex(b []byte) (*Index, error) {
+// it is read by hand: names are looked at in place, shard names interned,
+// and only metadata (small) goes through encoding/json. The Index keeps
+// nothing of b (see Index), so the caller may drop it.
+func parseIndex(b []byte) (*Index, error) { return parseIndexEach(b, nil) }
+
+// parseIndexEach is parseIndex that also calls each with every weight_map
+// entry, in the file's order: how the names of entries are had again.
+func parseIndexEach(b []byte, each func(name, shard string)) (*Index, error) {
 	if !utf8.Valid(b) {
 		return nil, fmt.Errorf("%s: rule index-json: not valid UTF-8", indexFile)
 	}
-	// b is Load's own and never changed: the names are views into it.
-	p := &indexParser{s: unsafe.String(unsafe.SliceData(b), len(b))}
+	// b is not changed while it is parsed: the names are views into it.
+	p := &indexParser{s: unsafe.String(unsafe.SliceData(b), len(b)), each: each}
 	idx, err := p.parse()
 	if err != nil {
 		return nil, fmt.Errorf("%s: rule index-json: %v (at byte %d)", indexFile, err, p.i)
@@ -29,13 +33,15 @@ func parseIndex(b []byte) (*Index, error) {
 			return nil, fmt.Errorf("%s: tensor %q: rule index-json: shard path %q is not a relative path inside the repo", indexFile, idx.names[p.firstOf[i]], file)
 		}
 	}
+	idx.seal()
 	return idx, nil
 }
 
 type indexParser struct {
 	s       string
 	i       int
-	firstOf []int // per shard, its first entry
+	firstOf []int                    // per shard, its first entry
+	each    func(name, shard string) // nil, or told every entry
 }
 
 func (p *indexParser) ws() {
@@ -167,15 +173,16 @@ func (p *indexParser) parse() (*Index, error) {
 	err := p.object(func(key string) error {
 		switch key {
 		case "weight_map":
-			if idx.names != nil {
+			if idx.table != nil {
 				return fmt.Errorf("weight_map appears twice")
 			}
 			// Each entry but the last ends in a ',' (names holding one
 			// only make the count high; a one-byte count is a vector loop).
 			n := strings.Count(p.s, ",") + 1
-			idx.names, idx.shardOf = make([]string, 0, n), make([]uint32, 0, n)
+			idx.hashes, idx.names, idx.shardOf = make([]uint64, 0, n), make([]string, 0, n), make([]uint32, 0, n)
 			idx.table = newNameTable(n)
 			shards := map[string]uint32{}
+			lastFile, lastShard := "", ^uint32(0) // none yet
 			return p.object(func(name string) error {
 				if p.peek() != '"' {
 					return fmt.Errorf("weight_map[%q] is not a string", name)
@@ -184,15 +191,25 @@ func (p *indexParser) parse() (*Index, error) {
 				if err != nil {
 					return err
 				}
-				k, ok := shards[file]
-				if !ok {
-					k = uint32(len(idx.shards))
-					shards[file] = k
-					idx.shards = append(idx.shards, file)
-					p.firstOf = append(p.firstOf, len(idx.names))
+				// Neighbouring entries mostly share a shard: compare with
+				// the last one before hashing the path.
+				k := lastShard
+				if file != lastFile || k == ^uint32(0) {
+					var ok bool
+					if k, ok = shards[file]; !ok {
+						k = uint32(len(idx.shards))
+						shards[file] = k
+						// a copy: a view would keep the whole file alive
+						idx.shards = append(idx.shards, strings.Clone(file))
+						p.firstOf = append(p.firstOf, len(idx.names))
+					}
+					lastFile, lastShard = file, k
 				}
 				if !idx.add(name, k) {
 					return fmt.Errorf("tensor %q appears twice in weight_map", name)
+				}
+				if p.each != nil {
+					p.each(name, file)
 				}
 				return nil
 			})
@@ -225,7 +242,7 @@ func (p *indexParser) parse() (*Index, error) {
 	if p.i != len(p.s) {
 		return nil, fmt.Errorf("data after the JSON object")
 	}
-	if idx.names == nil {
+	if idx.table == nil {
 		return nil, fmt.Errorf("no weight_map")
 	}
 	return idx, nil

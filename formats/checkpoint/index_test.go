@@ -8,13 +8,19 @@ import (
 )
 
 func TestParseIndex(t *testing.T) {
-	idx, err := parseIndex([]byte(` {"metadata": {"total_size": 1234, "other": [1, {"a": "b"}]},
+	idx, wm := parseWeightMap(t, []byte(` {"metadata": {"total_size": 1234, "other": [1, {"a": "b"}]},
 		"weight_map": {"a.weight": "model-00001-of-00002.safetensors", "b\u00e9": "model-00002-of-00002.safetensors"}} `))
-	if err != nil {
-		t.Fatal(err)
+	if idx == nil {
+		t.Fatal("not read")
 	}
-	if *idx.TotalSize != 1234 || idx.WeightMap()["bé"] != "model-00002-of-00002.safetensors" || idx.Len() != 2 {
+	if *idx.TotalSize != 1234 || wm["bé"] != "model-00002-of-00002.safetensors" || idx.Len() != 2 {
 		t.Fatalf("%+v", idx)
+	}
+	if p, ok := idx.Shard("bé"); !ok || p != "model-00002-of-00002.safetensors" {
+		t.Fatalf("Shard(bé) = %q, %v", p, ok)
+	}
+	if _, ok := idx.Shard("b"); ok {
+		t.Fatal("a name not in weight_map found")
 	}
 	for _, bad := range []string{
 		``, `[]`, `{"weight_map": 3}`, `{"metadata": {}}`, `{"weight_map": {"a": 1}}`,
@@ -34,15 +40,39 @@ func FuzzIndex(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"total_size":10},"weight_map":{"a":"model-00001-of-00001.safetensors"}}`))
 	f.Add([]byte(`{"weight_map":{"a\"b":"x.safetensors","c":"x.safetensors"},"extra":[true,null,1.5e3]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		idx, err := parseIndex(b)
-		if err != nil {
+		idx, wm := parseWeightMap(t, b)
+		if idx == nil {
 			return
 		}
 		var ref struct {
 			WeightMap map[string]string `json:"weight_map"`
 		}
-		if json.Unmarshal(b, &ref) == nil && !maps.Equal(ref.WeightMap, idx.WeightMap()) {
-			t.Fatalf("weight_map %v, encoding/json reads %v", idx.WeightMap(), ref.WeightMap)
+		if json.Unmarshal(b, &ref) == nil && !maps.Equal(ref.WeightMap, wm) {
+			t.Fatalf("weight_map %v, encoding/json reads %v", wm, ref.WeightMap)
+		}
+		for name, file := range wm { // the table of hashes finds each entry's shard
+			if p, ok := idx.Shard(name); !ok || p != file {
+				t.Fatalf("Shard(%q) = %q, %v; weight_map says %q", name, p, ok, file)
+			}
 		}
 	})
+}
+
+// parseWeightMap parses an index and collects its weight_map as the parser
+// tells it (nil, nil when it refuses the file); a name told twice fails.
+func parseWeightMap(t *testing.T, b []byte) (*Index, map[string]string) {
+	wm := map[string]string{}
+	idx, err := parseIndexEach(b, func(name, file string) {
+		if _, dup := wm[name]; dup {
+			t.Fatalf("%q told twice", name)
+		}
+		wm[name] = file
+	})
+	if err != nil {
+		return nil, nil
+	}
+	if len(wm) != idx.Len() {
+		t.Fatalf("%d entries told, Len %d", len(wm), idx.Len())
+	}
+	return idx, wm
 }

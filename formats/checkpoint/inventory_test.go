@@ -181,6 +181,23 @@ func TestIndexFindings(t *testing.T) {
 	if got["ghost.weight"] != RuleIndexMissingTensor || got["model.norm.weight"] != RuleIndexWrongShard || got["lm_head.weight"] != RuleIndexUnlistedTensor {
 		t.Errorf("index findings %v", got)
 	}
+	// The Index keeps no names: ghost.weight's came from a second read of
+	// the file. When that read fails, the finding still counts the entry.
+	second := &failSecondRead{Source: &hub.Dir{Root: dir}, path: "model.safetensors.index.json"}
+	c2, err := Load(context.Background(), second, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	var missing []scheme.Finding
+	for _, f := range c2.Findings {
+		if f.Rule == RuleIndexMissingTensor {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) != 1 || missing[0].Tensor != "" || !strings.Contains(missing[0].Message, "names 1 tensor(s) that no shard holds") || !strings.Contains(missing[0].Message, "second read refused") {
+		t.Errorf("missing-tensor findings when the index cannot be read again: %+v", missing)
+	}
 	// An index naming a shard the repo lacks is an error, naming the shard.
 	s = strings.Replace(string(b), `"model-00002-of-00002.safetensors"`, `"model-00003-of-00002.safetensors"`, 1)
 	os.WriteFile(idxPath, []byte(s), 0o644)
@@ -264,4 +281,20 @@ func TestInventoryStreamedMatchesMarshal(t *testing.T) {
 			t.Fatalf("%s: streamed WriteJSON differs from json.Marshal:\n%.300s\n%.300s", r.ID, got.String(), want)
 		}
 	}
+}
+
+// failSecondRead is a Source whose second ReadFile of path fails.
+type failSecondRead struct {
+	hub.Source
+	path  string
+	reads int
+}
+
+func (f *failSecondRead) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	if path == f.path {
+		if f.reads++; f.reads > 1 {
+			return nil, errors.New("second read refused")
+		}
+	}
+	return f.Source.ReadFile(ctx, path, limit)
 }

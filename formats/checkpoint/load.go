@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -71,13 +72,17 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		if c.Index, err = parseIndex(idx); err != nil {
 			return nil, err
 		}
-		c.Index.Each(func(name, p string) { // the index sits at the root: its paths are repo paths
-			h, seen := perShard[p]
-			if !seen {
-				shardPaths = append(shardPaths, p)
-			}
-			h.tensors++
-			h.nameBytes += len(name)
+		if len(idx) >= 4<<20 {
+			// The index is the largest thing a load reads, and nothing of it
+			// is kept: collect it now (the heap is small yet), so that the
+			// headers' allocations reuse its memory instead of faulting in
+			// as much again (`inspect` runs with the collector off; the
+			// page's wasm memory never shrinks).
+			idx = nil
+			runtime.GC()
+		}
+		c.Index.Shards(func(p string, h shardHint) { // the index sits at the root: its paths are repo paths
+			shardPaths = append(shardPaths, p)
 			perShard[p] = h
 		})
 		slices.Sort(shardPaths)
@@ -113,7 +118,7 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 	}
 	c.assemble(opt)
 	opt.trace("assembled")
-	c.Findings = append(c.Findings, c.checkRepo()...)
+	c.Findings = append(c.Findings, c.checkRepo(ctx)...)
 	sortFindings(c.Findings)
 	opt.trace("checked")
 	return c, nil

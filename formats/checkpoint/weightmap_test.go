@@ -26,8 +26,21 @@ func TestIndexTable(t *testing.T) {
 	if _, ok := x.Shard("model.layers.5000.mlp.up_proj.weight"); ok {
 		t.Fatal("a name not in weight_map found")
 	}
-	if m := x.WeightMap(); len(m) != n || m["model.layers.3.mlp.up_proj.weight"] != "b.safetensors" {
-		t.Fatalf("WeightMap: %d entries", len(m))
+	var hints []shardHint
+	x.Shards(func(_ string, h shardHint) { hints = append(hints, h) })
+	var want [2]shardHint
+	for i := range n {
+		want[i%2].tensors++
+		want[i%2].nameBytes += len(fmt.Sprintf("model.layers.%d.mlp.up_proj.weight", i))
+	}
+	if len(hints) != 2 || hints[0] != want[0] || hints[1] != want[1] {
+		t.Fatalf("shard hints %+v, want %+v", hints, want)
+	}
+	x.seal() // as parseIndex leaves it: no names, the hashes find the shards
+	for i := range n {
+		if s, ok := x.Shard(fmt.Sprintf("model.layers.%d.mlp.up_proj.weight", i)); !ok || s != x.shards[i%2] {
+			t.Fatalf("sealed, entry %d: %q, %v", i, s, ok)
+		}
 	}
 	var nilIndex *Index
 	if _, ok := nilIndex.Shard("x"); ok {
