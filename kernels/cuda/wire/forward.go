@@ -48,26 +48,9 @@ func W4ANVFP4Bytes(T, K, N int64) int64 {
 }
 
 func checkForward(req Request, parts [][]byte) error {
-	want := func(sizes ...int64) error {
-		if len(parts) != len(sizes) {
-			return fmt.Errorf("%s: %d payload parts, want %d", req.Op, len(parts), len(sizes))
-		}
-		for i, s := range sizes {
-			if int64(len(parts[i])) != s {
-				return fmt.Errorf("%s: part %d holds %d bytes, want %d", req.Op, i, len(parts[i]), s)
-			}
-		}
-		return nil
-	}
+	want := func(sizes ...int64) error { return wantParts(req.Op, parts, sizes...) }
 	const lim = 1 << 31
-	dims := func(v ...int64) error {
-		for _, x := range v {
-			if x <= 0 || x > lim {
-				return fmt.Errorf("%s: dimension %d out of range", req.Op, x)
-			}
-		}
-		return nil
-	}
+	dims := func(v ...int64) error { return inRange(req.Op, lim, v...) }
 	f := req.Fwd
 	if f == nil {
 		f = &Fwd{}

@@ -67,26 +67,9 @@ func Serve(in io.Reader, out io.Writer, hello Hello, h Handler) error {
 // Check validates a request's parameters and parts' sizes, so that a
 // kernel never reads or writes out of bounds.
 func Check(req Request, parts [][]byte) error {
-	want := func(sizes ...int64) error {
-		if len(parts) != len(sizes) {
-			return fmt.Errorf("%s: %d payload parts, want %d", req.Op, len(parts), len(sizes))
-		}
-		for i, s := range sizes {
-			if int64(len(parts[i])) != s {
-				return fmt.Errorf("%s: part %d holds %d bytes, want %d", req.Op, i, len(parts[i]), s)
-			}
-		}
-		return nil
-	}
+	want := func(sizes ...int64) error { return wantParts(req.Op, parts, sizes...) }
 	const lim = 1 << 40
-	dims := func(v ...int64) error {
-		for _, x := range v {
-			if x <= 0 || x > lim {
-				return fmt.Errorf("%s: dimension %d out of range", req.Op, x)
-			}
-		}
-		return nil
-	}
+	dims := func(v ...int64) error { return inRange(req.Op, lim, v...) }
 	switch req.Op {
 	case OpInfo:
 		return want()
@@ -152,3 +135,26 @@ func Check(req Request, parts [][]byte) error {
 
 // W4ABytes is what a W4A-FP8 request and its answer occupy in staging.
 func W4ABytes(T, K, N int64) int64 { return T*K + 4*T + N*K/2 + 4*N*(K/128) + 4*T*N }
+
+// wantParts checks the number and the sizes of a request's payload parts.
+func wantParts(op string, parts [][]byte, sizes ...int64) error {
+	if len(parts) != len(sizes) {
+		return fmt.Errorf("%s: %d payload parts, want %d", op, len(parts), len(sizes))
+	}
+	for i, s := range sizes {
+		if int64(len(parts[i])) != s {
+			return fmt.Errorf("%s: part %d holds %d bytes, want %d", op, i, len(parts[i]), s)
+		}
+	}
+	return nil
+}
+
+// inRange checks that every dimension lies in (0, lim].
+func inRange(op string, lim int64, v ...int64) error {
+	for _, x := range v {
+		if x <= 0 || x > lim {
+			return fmt.Errorf("%s: dimension %d out of range", op, x)
+		}
+	}
+	return nil
+}
