@@ -18,6 +18,13 @@ import (
 
 func load(t testing.TB, s synth.LlamaSpec, w map[string]synth.Matrix, storage string) *Model {
 	t.Helper()
+	return loadOn(t, s, w, storage, cpu.New())
+}
+
+// loadOn writes the synthetic Llama in a storage format and loads it as a
+// Model on a backend.
+func loadOn(t testing.TB, s synth.LlamaSpec, w map[string]synth.Matrix, storage string, be kernels.W4A) *Model {
+	t.Helper()
 	repo, err := synth.LlamaRepo(s, w, storage)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +42,7 @@ func load(t testing.TB, s synth.LlamaSpec, w map[string]synth.Matrix, storage st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	m, err := New(c, cpu.New())
+	m, err := New(c, be)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/quantscope/quantscope/formats/checkpoint"
-	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 	"github.com/quantscope/quantscope/synth"
@@ -53,28 +51,7 @@ type w4aOnly struct{ kernels.W4A }
 func loadWith(t *testing.T, be kernels.W4A) *Model {
 	t.Helper()
 	s := synth.SmallLlama()
-	repo, err := synth.LlamaRepo(s, synth.LlamaWeights(s), "f32")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := repo.WriteDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	src, err := hub.OpenLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Load(context.Background(), src, checkpoint.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	m, err := New(c, be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return loadOn(t, s, synth.LlamaWeights(s), "f32", be)
 }
 
 // TestForwardTakesBackendOps: a backend with Llama ops runs every norm,
