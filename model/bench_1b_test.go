@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/quantscope/quantscope/formats/checkpoint"
-	"github.com/quantscope/quantscope/formats/hub"
-	"github.com/quantscope/quantscope/kernels/cpu"
 	"github.com/quantscope/quantscope/synth"
 )
 
@@ -24,23 +21,7 @@ func BenchmarkForward1BShape(b *testing.B) {
 	}
 	for _, c := range []struct{ storage, mode string }{{"bf16", W4ANone}, {"gptq", W4AFP8}} {
 		b.Run(c.storage+"-"+c.mode, func(b *testing.B) {
-			dir := b.TempDir()
-			if err := synth.WriteLlamaSparse(dir, s, c.storage); err != nil {
-				b.Fatal(err)
-			}
-			src, err := hub.OpenLocal(dir)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ck, err := checkpoint.Load(context.Background(), src, checkpoint.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ck.Close()
-			m, err := New(ck, cpu.New())
-			if err != nil {
-				b.Fatal(err)
-			}
+			m := loadSparse(b, s, c.storage)
 			forward := func() error {
 				_, err := m.Forward(context.Background(), tokens, Options{W4A: c.mode})
 				return err

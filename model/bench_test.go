@@ -58,23 +58,7 @@ func BenchmarkForward70BShape(b *testing.B) {
 	s := synth.Llama70BShape(layers)
 	for _, c := range []struct{ storage, mode string }{{"bf16", W4ANone}, {"gptq", W4AFP8}} {
 		b.Run(c.storage+"-"+c.mode, func(b *testing.B) {
-			dir := b.TempDir()
-			if err := synth.WriteLlamaSparse(dir, s, c.storage); err != nil {
-				b.Fatal(err)
-			}
-			src, err := hub.OpenLocal(dir)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ck, err := checkpoint.Load(context.Background(), src, checkpoint.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ck.Close()
-			m, err := New(ck, cpu.New())
-			if err != nil {
-				b.Fatal(err)
-			}
+			m := loadSparse(b, s, c.storage)
 			tokens := []int{1, 128000, 5, 9}
 			var peak int64
 			for b.Loop() {
@@ -92,4 +76,28 @@ func BenchmarkForward70BShape(b *testing.B) {
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/forward")
 		})
 	}
+}
+
+// loadSparse writes a Llama of a real model's shape as sparse files (its
+// weights read as zeros) and loads it on the CPU backend.
+func loadSparse(b *testing.B, s synth.LlamaSpec, storage string) *Model {
+	b.Helper()
+	dir := b.TempDir()
+	if err := synth.WriteLlamaSparse(dir, s, storage); err != nil {
+		b.Fatal(err)
+	}
+	src, err := hub.OpenLocal(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ck, err := checkpoint.Load(context.Background(), src, checkpoint.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ck.Close() })
+	m, err := New(ck, cpu.New())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
 }
