@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 // cache reruns the tests when one of them changes.
 func buildHost(t *testing.T, driver, std string, sources []string, extra ...string) string {
 	t.Helper()
-	for _, src := range append([]string{"testdata/" + driver + ".cpp", "fp8.cuh"}, sources...) {
+	for _, src := range append([]string{"testdata/" + driver + ".cpp", "testdata/host_shim.h", "fp8.cuh"}, sources...) {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
 		}

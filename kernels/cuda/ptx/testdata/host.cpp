@@ -4,46 +4,17 @@
 // kernels/cpu so that the kernels' logic (indexing, codes, signs, the order
 // of operations) is checked on a machine without a GPU. It does not check
 // the GPU's own arithmetic, which the parity tests on a GPU do.
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <vector>
+#include "host_shim.h"
 
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __constant__
-#define __shared__ static
 static std::vector<unsigned char> dyn_smem;
 #define DYNAMIC_SHARED(type, name) type *name = (type *)dyn_smem.data()
-struct dim { unsigned x, y, z; };
 static dim blockIdx, threadIdx, blockDim, gridDim;
-static inline float __int_as_float(unsigned v) { float f; memcpy(&f, &v, 4); return f; }
-static inline float __int_as_float(int v) { return __int_as_float((unsigned)v); }
-static inline unsigned __float_as_uint(float f) { unsigned v; memcpy(&v, &f, 4); return v; }
-static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
-static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-static inline float __int2float_rn(int s) { volatile float r = (float)s; return r; }
-static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
 static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 static inline void __syncthreads() {}
 
 #include "../dequant.cu"
 #include "../nvfp4_quant.cu"
 #include "../w4a_fp8.cu"
-
-static std::vector<unsigned char> readAll() {
-    std::vector<unsigned char> b;
-    unsigned char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) b.insert(b.end(), buf, buf + n);
-    return b;
-}
 
 // launch runs a kernel's threads one after another: blockDim 1, one block
 // per item, so shared-memory fills complete before any use.

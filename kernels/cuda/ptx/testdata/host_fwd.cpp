@@ -5,37 +5,16 @@
 // host_fwd_test.go can compare the kernels' logic with kernels/cpu and
 // model/ on a machine without a GPU. The GPU's own arithmetic (its exp,
 // cos, its reduction order with many threads) is the parity tests' to check.
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <vector>
+#include "host_shim.h"
 
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __constant__
-#define __shared__ static
 static std::vector<unsigned char> dyn_smem;
 #define DYNAMIC_SHARED(type, name) type *name = (type *)dyn_smem.data()
-struct dim { unsigned x, y, z; };
 static dim blockIdx, threadIdx, blockDim, gridDim;
-static inline float __int_as_float(unsigned v) { float f; memcpy(&f, &v, 4); return f; }
-static inline float __int_as_float(int v) { return __int_as_float((unsigned)v); }
-static inline unsigned __float_as_uint(float f) { unsigned v; memcpy(&v, &f, 4); return v; }
-static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
-static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 static inline double __dadd_rn(double a, double b) { volatile double r = a + b; return r; }
 static inline double __dmul_rn(double a, double b) { volatile double r = a * b; return r; }
 static inline double __ddiv_rn(double a, double b) { volatile double r = a / b; return r; }
 static inline double __dsqrt_rn(double a) { volatile double r = std::sqrt(a); return r; }
-static inline float __int2float_rn(int s) { volatile float r = (float)s; return r; }
 static inline float __double2float_rn(double d) { volatile float r = (float)d; return r; }
-static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
 static inline void __syncthreads() {}
 static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p += v; return o; }
 static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) { auto o = *p; *p += v; return o; }
@@ -46,14 +25,6 @@ static inline long long min(long long a, long long b) { return a < b ? a : b; }
 #include "../w4a_nvfp4.cu"
 #include "../llama.cu"
 #include "../calib.cu"
-
-static std::vector<unsigned char> readAll() {
-    std::vector<unsigned char> b;
-    unsigned char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) b.insert(b.end(), buf, buf + n);
-    return b;
-}
 
 // grid runs a kernel's blocks one after another, one thread each (blockDim
 // 1): a block's loops over its threads' shares then run in index order.

@@ -4,41 +4,14 @@
 // kernels run with their real block size: the threads of a block one after
 // another, thread 0 last (it merges the block's threads after
 // __syncthreads, which here means after every other thread has finished).
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <vector>
+#include "host_shim.h"
 
 #define HOST_SHIM
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __constant__
-#define __shared__ static
-struct dim { unsigned x, y, z; };
 static dim blockIdx, threadIdx, blockDim, gridDim;
-static inline float __int_as_float(unsigned v) { float f; memcpy(&f, &v, 4); return f; }
-static inline float __int_as_float(int v) { return __int_as_float((unsigned)v); }
-static inline unsigned __float_as_uint(float f) { unsigned v; memcpy(&v, &f, 4); return v; }
-static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-static inline float __int2float_rn(int s) { volatile float r = (float)s; return r; }
 static inline void __syncthreads() {}
 static inline void atomicAdd(unsigned long long *p, unsigned long long v) { *p += v; }
 
 #include "../dequant_int.cu"
-
-static std::vector<unsigned char> readAll() {
-    std::vector<unsigned char> b;
-    unsigned char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) b.insert(b.end(), buf, buf + n);
-    return b;
-}
 
 // launch runs gx blocks of bx threads, each block's threads from the last
 // to the first.

@@ -5,42 +5,14 @@
 // runs it against kernels/cpu: the kernels' logic and float32 order, not
 // the GPU's own arithmetic (the parity tests on a GPU check that).
 #include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <vector>
 
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __constant__
-#define __shared__ static
-struct dim { unsigned x, y, z; };
+#include "host_shim.h"
+
 static dim blockIdx, threadIdx, blockDim, gridDim;
-static inline float __int_as_float(unsigned v) { float f; memcpy(&f, &v, 4); return f; }
-static inline float __int_as_float(int v) { return __int_as_float((unsigned)v); }
-static inline float __uint_as_float(unsigned v) { return __int_as_float(v); }
-static inline unsigned __float_as_uint(float f) { unsigned v; memcpy(&v, &f, 4); return v; }
-static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
-static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
 static inline void __syncthreads() {}
 
 #include "../fp8_quant.cu"
 #include "../nvfp4_recipes.cu"
-
-static std::vector<unsigned char> readAll() {
-    std::vector<unsigned char> b;
-    unsigned char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) b.insert(b.end(), buf, buf + n);
-    return b;
-}
 
 // grid runs gx thread blocks of block threads each: every thread of a block
 // before the next block. With block > 1 a kernel that synchronises is only

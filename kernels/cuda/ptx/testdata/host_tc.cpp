@@ -8,29 +8,13 @@
 // layout and the kernel's indexing are what this checks, not the tensor
 // core's own rounding.
 #include <barrier>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
 #include <thread>
-#include <vector>
 
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __constant__
-#define __shared__ static
+#include "host_shim.h"
+
 #define __align__(n) __attribute__((aligned(n)))
-struct dim { unsigned x, y, z; };
 static thread_local dim threadIdx;
 static dim blockIdx, blockDim, gridDim;
-static inline float __int_as_float(unsigned v) { float f; memcpy(&f, &v, 4); return f; }
-static inline float __int_as_float(int v) { return __int_as_float((unsigned)v); }
-static inline unsigned __float_as_uint(float f) { unsigned v; memcpy(&v, &f, 4); return v; }
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 static std::barrier<> *block_bar;
 static inline void __syncthreads() { block_bar->arrive_and_wait(); }
 
@@ -73,14 +57,6 @@ static void mma_m16n8k16_bf16(float *d, const unsigned *a, const unsigned *b) {
 
 #include "../w4a_fp8_tc.cu"
 #include "../w4a_nvfp4_tc.cu"
-
-static std::vector<unsigned char> readAll() {
-    std::vector<unsigned char> b;
-    unsigned char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) b.insert(b.end(), buf, buf + n);
-    return b;
-}
 
 int main(int argc, char **argv) {
     std::string op = argc > 1 ? argv[1] : "";
