@@ -11,7 +11,7 @@ import (
 // checkpoint (sparse: real headers, zero weights, read and computed like any
 // other), dense BF16 and GPTQ INT4 with W4A-FP8. tokens/s is prefill
 // throughput with every layer's weights read and dequantized from the files
-// each forward; peak-heap-MiB is one forward's peak heap above the loaded
+// each forward; peak-heap-MiB is one forward's peak live heap above the loaded
 // checkpoint, measured once before the timed loop.
 func BenchmarkForward1BShape(b *testing.B) {
 	s := synth.Llama1BShape()
