@@ -28,6 +28,29 @@ func nibbles(c []byte) []byte {
 }
 
 // w4aQ packs centred INT4 codes as uncentred nibbles q = c + 8.
+// w4aActs draws T×K activations, normal values scaled by 2^e with e
+// uniform in [-spread/2, spread/2).
+func w4aActs(r *rand.Rand, T, K, spread int) kernels.Matrix {
+	x := kernels.Matrix{Rows: T, Cols: K, Data: make([]float32, T*K)}
+	for i := range x.Data {
+		x.Data[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(spread)-spread/2)))
+	}
+	return x
+}
+
+// w4aWeight draws an N×K INT4 weight: codes in [-8, 7], a scale a group of
+// 128 in [2^-11·0.5, 1.5).
+func w4aWeight(r *rand.Rand, K, N int) *kernels.W4AWeight {
+	w := &kernels.W4AWeight{Name: "m", In: K, Out: N, Codes: make([]int8, N*K), Scales: make([]float32, N*K/128)}
+	for i := range w.Codes {
+		w.Codes[i] = int8(r.IntN(16) - 8)
+	}
+	for i := range w.Scales {
+		w.Scales[i] = float32(math.Ldexp(r.Float64()+0.5, -r.IntN(12)))
+	}
+	return w
+}
+
 func w4aQ(c []int8) []byte {
 	q := make([]byte, len(c)/2)
 	for i := range q {
@@ -53,13 +76,7 @@ func TestHostKernelsW4ANVFP4(t *testing.T) {
 				x.Data[i] = 0
 			}
 		}
-		w := &kernels.W4AWeight{Name: "m", In: s.K, Out: s.N, Codes: make([]int8, s.N*s.K), Scales: make([]float32, s.N*s.K/128)}
-		for i := range w.Codes {
-			w.Codes[i] = int8(r.IntN(16) - 8)
-		}
-		for i := range w.Scales {
-			w.Scales[i] = float32(math.Ldexp(r.Float64()+0.5, -r.IntN(12)))
-		}
+		w := w4aWeight(r, s.K, s.N)
 		a, err := be.W4ANVFP4Quantize(ctx, x, s.recipe, 0)
 		if err != nil {
 			t.Fatal(err)

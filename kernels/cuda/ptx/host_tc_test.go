@@ -37,29 +37,20 @@ func W4AFP8TCBound(a *kernels.FP8Tokens, w *kernels.W4AWeight) []float64 {
 	return b
 }
 
-// TestHostTensorCoreW4AFP8 runs the tensor-core kernel's host build
-// (testdata/host_tc.cpp: 128 threads a block, mma.sync emulated from the
-// documented fragment layout) against kernels/cpu on shapes with partial
-// tiles (70 tokens, 96 outputs).
+// hostTC builds testdata/host_tc.cpp: 128 threads a block, mma.sync
+// emulated from the documented fragment layout.
 func hostTC(t *testing.T) string {
 	return buildHost(t, "host_tc", "c++20", []string{"w4a_fp8_tc.cu", "w4a_nvfp4_tc.cu"}, "-pthread")
 }
 
+// TestHostTensorCoreW4AFP8 runs the tensor-core kernel's host build against
+// kernels/cpu on shapes with partial tiles (70 tokens, 96 outputs).
 func TestHostTensorCoreW4AFP8(t *testing.T) {
 	bin := hostTC(t)
 	r := rand.New(rand.NewPCG(9, 10))
 	T, K, N := 70, 512, 96
-	x := kernels.Matrix{Rows: T, Cols: K, Data: make([]float32, T*K)}
-	for i := range x.Data {
-		x.Data[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(12)-6)))
-	}
-	w := &kernels.W4AWeight{Name: "m", In: K, Out: N, Codes: make([]int8, N*K), Scales: make([]float32, N*K/128)}
-	for i := range w.Codes {
-		w.Codes[i] = int8(r.IntN(16) - 8)
-	}
-	for i := range w.Scales {
-		w.Scales[i] = float32(math.Ldexp(r.Float64()+0.5, -r.IntN(12)))
-	}
+	x := w4aActs(r, T, K, 12)
+	w := w4aWeight(r, K, N)
 	be := cpu.New()
 	a, err := be.W4AFP8Quantize(context.Background(), x)
 	if err != nil {
@@ -114,17 +105,8 @@ func TestHostTensorCoreW4ANVFP4(t *testing.T) {
 	bin := hostTC(t)
 	r := rand.New(rand.NewPCG(11, 12))
 	T, K, N := 70, 512, 96
-	x := kernels.Matrix{Rows: T, Cols: K, Data: make([]float32, T*K)}
-	for i := range x.Data {
-		x.Data[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(12)-6)))
-	}
-	w := &kernels.W4AWeight{Name: "m", In: K, Out: N, Codes: make([]int8, N*K), Scales: make([]float32, N*K/128)}
-	for i := range w.Codes {
-		w.Codes[i] = int8(r.IntN(16) - 8)
-	}
-	for i := range w.Scales {
-		w.Scales[i] = float32(math.Ldexp(r.Float64()+0.5, -r.IntN(12)))
-	}
+	x := w4aActs(r, T, K, 12)
+	w := w4aWeight(r, K, N)
 	be := cpu.New()
 	a, err := be.W4ANVFP4Quantize(context.Background(), x, kernels.ActLeastSquares, 0)
 	if err != nil {

@@ -164,17 +164,8 @@ func TestHostKernelsW4AFP8(t *testing.T) {
 	bin := hostKernels(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	T, K, N := 5, 512, 64
-	x := kernels.Matrix{Rows: T, Cols: K, Data: make([]float32, T*K)}
-	for i := range x.Data {
-		x.Data[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(20)-10)))
-	}
-	w := &kernels.W4AWeight{Name: "m", In: K, Out: N, Codes: make([]int8, N*K), Scales: make([]float32, N*K/128)}
-	for i := range w.Codes {
-		w.Codes[i] = int8(r.IntN(16) - 8)
-	}
-	for i := range w.Scales {
-		w.Scales[i] = float32(math.Ldexp(r.Float64()+0.5, -r.IntN(12)))
-	}
+	x := w4aActs(r, T, K, 20)
+	w := w4aWeight(r, K, N)
 	be := cpu.New()
 	a, err := be.W4AFP8Quantize(context.Background(), x)
 	if err != nil {
@@ -184,11 +175,7 @@ func TestHostKernelsW4AFP8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := make([]byte, N*K/2)
-	for i := range q {
-		q[i] = byte(w.Codes[2*i]+8) | byte(w.Codes[2*i+1]+8)<<4
-	}
-	in := append(append(append(append([]byte{}, a.Codes...), f32b(a.Scales)...), q...), f32b(w.Scales)...)
+	in := append(append(append(append([]byte{}, a.Codes...), f32b(a.Scales)...), w4aQ(w.Codes)...), f32b(w.Scales)...)
 	got := runHost(t, bin, in, "w4a", fmt.Sprint(T), fmt.Sprint(K), fmt.Sprint(N))
 	sameBits(t, "w4a_fp8", got, want.Data)
 }
