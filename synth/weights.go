@@ -49,3 +49,28 @@ func absMax(x []float32) float32 {
 }
 
 func rng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
+
+// NVFP4SeedTie is a rows × cols weight (cols a multiple of 16) on which
+// GPT-QModel's two NVFP4 block seeds tie: global scale 1 (amax 1792), and
+// each block's values in {0, ±6, ±12, ±24}·2^k with one ±24·2^k, exact
+// under both seeds (block scales 6·2^k for M = 4, 4·2^k for M = 6), so
+// they reach error 0 with different codes and M = 4's must win.
+func NVFP4SeedTie(rows, cols int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 5))
+	w := make([]float32, rows*cols)
+	for b := range rows * cols / 16 {
+		k := r.IntN(16) - 9
+		for j := range 16 {
+			v := float32([]int{0, 6, 12, 24}[r.IntN(4)]) * float32(math.Ldexp(1, k))
+			if j == 0 {
+				v = float32(math.Ldexp(24, k))
+			}
+			if r.IntN(2) == 0 {
+				v = -v
+			}
+			w[16*b+j] = v
+		}
+	}
+	w[0] = 1792
+	return w
+}

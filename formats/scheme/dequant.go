@@ -432,6 +432,55 @@ func (d *dq) ctWeight() (w, sc *TensorInfo, p int, err error) {
 	return w, sc, p, nil
 }
 
+// ctScales reads a compressed-tensors module's scales, [rows, groups] (or
+// [rows, 1] per channel), for rows lo to hi, and says how many groups a row
+// has.
+func (d *dq) ctScales(sc *TensorInfo, lo, hi int) ([]float32, int, error) {
+	sRows, groups := uint64(d.rows), uint64(1)
+	if len(sc.Shape) >= 2 {
+		groups = sc.Shape[len(sc.Shape)-1]
+		sRows = sc.elements() / max(groups, 1)
+	}
+	if sRows != uint64(d.rows) || groups == 0 {
+		return nil, 0, d.fail(sc, "scale-shape", fmt.Sprintf("want [%d, groups], shape is %v", d.rows, sc.Shape))
+	}
+	sb, err := d.rowBytes(sc, int(groups)*int(sc.DType.Bits()/8), lo, hi)
+	if err != nil {
+		return nil, 0, err
+	}
+	scales, err := d.floats(sc, sb)
+	return scales, int(groups), err
+}
+
+// ctZeroPoints reads weight_zero_point, the [rows, groups] codes packed on
+// dim 0, or nil when the module has none. A 3-D (MoE) weight packs them per
+// 2-D slice: each expert's [out, groups] along its own out.
+func (d *dq) ctZeroPoints(bits int, l packing.CTLayout, groups int) ([]int8, error) {
+	z, ok := d.m.infos.lookup("weight_zero_point")
+	if !ok {
+		return nil, nil
+	}
+	zb, err := d.all(z)
+	if err != nil {
+		return nil, err
+	}
+	stack, out := 1, d.rows
+	if len(d.m.WeightShape) == 3 {
+		stack, out = int(d.m.WeightShape[0]), int(d.m.WeightShape[1])
+	}
+	zeros := make([]int8, d.rows*groups)
+	per := 4 * packing.CTWordsPerRow(out, bits, l) * groups
+	if len(zb) != stack*per {
+		return nil, d.fail(z, "CT-003", fmt.Sprintf("zero points hold %d bytes, %d slices of [%d, %d] packed on dim 0 need %d", len(zb), stack, out, groups, stack*per))
+	}
+	for e := range stack {
+		if err := packing.UnpackCTDim0(zeros[e*out*groups:(e+1)*out*groups], zb[e*per:(e+1)*per], out, groups, bits, l); err != nil {
+			return nil, d.fail(z, "CT-003", err.Error())
+		}
+	}
+	return zeros, nil
+}
+
 func (d *dq) ctPack() ([]float32, error) {
 	w, sc, p, err := d.ctWeight()
 	if err != nil {
@@ -446,49 +495,15 @@ func (d *dq) ctPack() ([]float32, error) {
 	if err := packing.UnpackCT(codes, b, d.hi-d.lo, d.cols, bits, l); err != nil {
 		return nil, d.fail(w, "CT-003", err.Error())
 	}
-	// Scales are [rows, groups] (or [rows, 1] per channel).
-	sRows, groups := uint64(d.rows), uint64(1)
-	if len(sc.Shape) >= 2 {
-		groups = sc.Shape[len(sc.Shape)-1]
-		sRows = sc.elements() / max(groups, 1)
-	}
-	if sRows != uint64(d.rows) || groups == 0 {
-		return nil, d.fail(sc, "scale-shape", fmt.Sprintf("want [%d, groups], shape is %v", d.rows, sc.Shape))
-	}
-	eb := int(sc.DType.Bits() / 8)
-	sb, err := d.rowBytes(sc, int(groups)*eb, d.lo, d.hi)
+	scales, groups, err := d.ctScales(sc, d.lo, d.hi)
 	if err != nil {
 		return nil, err
 	}
-	scales, err := d.floats(sc, sb)
+	zeros, err := d.ctZeroPoints(bits, l, groups)
 	if err != nil {
 		return nil, err
 	}
-	var zeros []int8
-	if z, ok := d.m.infos.lookup("weight_zero_point"); ok {
-		zb, err := d.all(z)
-		if err != nil {
-			return nil, err
-		}
-		// A 3-D (MoE) weight packs its zero points per 2-D slice: each
-		// expert's [out, groups] along its own out.
-		stack, out := 1, d.rows
-		if len(d.m.WeightShape) == 3 {
-			stack, out = int(d.m.WeightShape[0]), int(d.m.WeightShape[1])
-		}
-		zeros = make([]int8, d.rows*int(groups))
-		per := 4 * packing.CTWordsPerRow(out, bits, l) * int(groups)
-		if len(zb) != stack*per {
-			return nil, d.fail(z, "CT-003", fmt.Sprintf("zero points hold %d bytes, %d slices of [%d, %d] packed on dim 0 need %d", len(zb), stack, out, groups, stack*per))
-		}
-		for e := range stack {
-			dst := zeros[e*out*int(groups) : (e+1)*out*int(groups)]
-			if err := packing.UnpackCTDim0(dst, zb[e*per:(e+1)*per], out, int(groups), bits, l); err != nil {
-				return nil, d.fail(z, "CT-003", err.Error())
-			}
-		}
-	}
-	gi, err := d.groupIndex("weight_g_idx", d.cols, int(groups), d.m.GroupSize)
+	gi, err := d.groupIndex("weight_g_idx", d.cols, groups, d.m.GroupSize)
 	if err != nil {
 		return nil, err
 	}

@@ -227,7 +227,7 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 	// module (a longer list moves out on its own).
 	var slab []Module
 	var roleSlab []roleInfo
-	var last *Module // a module's tensors are often neighbours
+	var last *Module     // a module's tensors are often neighbours
 	left := len(tensors) // not yet added: bounds the modules still to come
 	add := func(mod, role string, t *TensorInfo) {
 		left--

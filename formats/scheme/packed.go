@@ -178,19 +178,7 @@ func (d *dq) packedCT() (*Packed, error) {
 	if err != nil {
 		return nil, err
 	}
-	sRows, groups := uint64(d.rows), uint64(1)
-	if len(sc.Shape) >= 2 {
-		groups = sc.Shape[len(sc.Shape)-1]
-		sRows = sc.elements() / max(groups, 1)
-	}
-	if sRows != uint64(d.rows) || groups == 0 {
-		return nil, d.fail(sc, "scale-shape", fmt.Sprintf("want [%d, groups], shape is %v", d.rows, sc.Shape))
-	}
-	sb, err := d.rowBytes(sc, int(groups)*int(sc.DType.Bits()/8), 0, d.rows)
-	if err != nil {
-		return nil, err
-	}
-	scales, err := d.floats(sc, sb)
+	scales, groups, err := d.ctScales(sc, 0, d.rows)
 	if err != nil {
 		return nil, err
 	}
@@ -199,32 +187,17 @@ func (d *dq) packedCT() (*Packed, error) {
 		name = "ct-per-word"
 	}
 	out := &Packed{Kind: "int", IntLayout: name, Rows: d.rows, Cols: d.cols, Bits: bits, Data: data, Scales: scales}
-	if z, ok := d.m.infos.lookup("weight_zero_point"); ok {
-		zb, err := d.all(z)
-		if err != nil {
-			return nil, err
-		}
-		// a 3-D (MoE) weight packs its zero points per expert slice
-		stack, rows := 1, d.rows
-		if len(d.m.WeightShape) == 3 {
-			stack, rows = int(d.m.WeightShape[0]), int(d.m.WeightShape[1])
-		}
-		codes := make([]int8, d.rows*int(groups))
-		per := 4 * packing.CTWordsPerRow(rows, bits, l) * int(groups)
-		if len(zb) != stack*per {
-			return nil, d.fail(z, "CT-003", fmt.Sprintf("zero points hold %d bytes, %d slices of [%d, %d] packed on dim 0 need %d", len(zb), stack, rows, groups, stack*per))
-		}
-		for e := range stack {
-			if err := packing.UnpackCTDim0(codes[e*rows*int(groups):(e+1)*rows*int(groups)], zb[e*per:(e+1)*per], rows, int(groups), bits, l); err != nil {
-				return nil, d.fail(z, "CT-003", err.Error())
-			}
-		}
+	codes, err := d.ctZeroPoints(bits, l, groups)
+	if err != nil {
+		return nil, err
+	}
+	if codes != nil {
 		out.Zeros = make([]float32, len(codes))
 		for i, c := range codes {
 			out.Zeros[i] = float32(c)
 		}
 	}
-	if out.GIdx, err = d.groupIndex("weight_g_idx", d.cols, int(groups), d.m.GroupSize); err != nil {
+	if out.GIdx, err = d.groupIndex("weight_g_idx", d.cols, groups, d.m.GroupSize); err != nil {
 		return nil, err
 	}
 	return out, nil

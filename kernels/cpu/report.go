@@ -15,27 +15,37 @@ func (b *Backend) RecipeReport(ctx context.Context, w kernels.Matrix, opt kernel
 	if err := checkNVFP4(w); err != nil {
 		return nil, err
 	}
+	amax, err := b.globalAmax(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	return ReportOf(ctx, w, opt, p, func(ctx context.Context, recipe string, p kernels.Progress) (*kernels.NVFP4Result, error) {
+		plan, err := b.plan(ctx, w, amax, kernels.NVFP4Options{Recipe: recipe, Activations: opt.Activations})
+		if err != nil {
+			return nil, err
+		}
+		return b.runPlan(ctx, w, plan, p)
+	})
+}
+
+// ReportOf is RecipeReport with each recipe's quantization made by
+// quantize (the CPU's, or another backend's): opt's recipes (every one by
+// default, max always, since blocks_changed compares with it) in turn,
+// progress across all of them, and each line's error statistics on the CPU.
+func ReportOf(ctx context.Context, w kernels.Matrix, opt kernels.ReportOptions, p kernels.Progress,
+	quantize func(ctx context.Context, recipe string, p kernels.Progress) (*kernels.NVFP4Result, error)) (*kernels.Report, error) {
 	recipes := opt.Recipes
 	if len(recipes) == 0 {
 		recipes = kernels.Recipes
 	}
 	if !slices.Contains(recipes, kernels.RecipeMax) {
-		recipes = append([]string{kernels.RecipeMax}, recipes...) // blocks_changed compares with max
-	}
-	amax, err := b.globalAmax(ctx, w)
-	if err != nil {
-		return nil, err
+		recipes = append([]string{kernels.RecipeMax}, recipes...)
 	}
 	total := int64(len(recipes)) * int64(w.Rows)
-	rep := &kernels.Report{Rows: w.Rows, Cols: w.Cols}
 	results := make([]*kernels.NVFP4Result, len(recipes))
 	for k, rc := range recipes {
-		plan, err := b.plan(ctx, w, amax, kernels.NVFP4Options{Recipe: rc, Activations: opt.Activations})
-		if err != nil {
-			return nil, err
-		}
 		base := int64(k) * int64(w.Rows)
-		res, err := b.runPlan(ctx, w, plan, func(done, _ int64) {
+		res, err := quantize(ctx, rc, func(done, _ int64) {
 			if p != nil {
 				p(base+done, total)
 			}
@@ -46,6 +56,7 @@ func (b *Backend) RecipeReport(ctx context.Context, w kernels.Matrix, opt kernel
 		results[k] = res
 	}
 	maxRes := results[slices.Index(recipes, kernels.RecipeMax)]
+	rep := &kernels.Report{Rows: w.Rows, Cols: w.Cols}
 	for k, rc := range recipes {
 		rep.Recipes = append(rep.Recipes, errorStats(rc, w, results[k], maxRes))
 	}

@@ -59,6 +59,34 @@ func sameFP8(t *testing.T, what string, got, want *kernels.FP8Result) {
 	sameF32(t, what+" scales", got.Scales, want.Scales)
 }
 
+// fp8Both quantizes w to FP8 on b and on the CPU backend.
+func fp8Both(t *testing.T, b *Backend, w kernels.Matrix, opt kernels.FP8Options) (got, want *kernels.FP8Result) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := b.QuantizeFP8(ctx, w, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err = cpu.New().QuantizeFP8(ctx, w, opt, nil); err != nil {
+		t.Fatal(err)
+	}
+	return got, want
+}
+
+// nvfp4Both quantizes w to NVFP4 on b and on the CPU backend.
+func nvfp4Both(t *testing.T, b *Backend, w kernels.Matrix, opt kernels.NVFP4Options) (got, want *kernels.NVFP4Result) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := b.QuantizeNVFP4(ctx, w, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err = cpu.New().QuantizeNVFP4(ctx, w, opt, nil); err != nil {
+		t.Fatal(err)
+	}
+	return got, want
+}
+
 // fp8Options is every FP8 quantization the client sends for a 64×96 weight.
 func fp8Options() []kernels.FP8Options {
 	var opts []kernels.FP8Options
@@ -87,30 +115,14 @@ func testActivations(tokens, cols int, seed uint64) *kernels.Matrix {
 // results equal the CPU backend's, and nothing falls back.
 func TestFakeWorkerQuant2(t *testing.T) {
 	b, l := openFake(t, "cpu")
-	ctx := context.Background()
 	w := testWeight(64, 96, 5)
 	for _, opt := range fp8Options() {
-		got, err := b.QuantizeFP8(ctx, w, opt, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := cpu.New().QuantizeFP8(ctx, w, opt, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, want := fp8Both(t, b, w, opt)
 		sameFP8(t, fmt.Sprintf("%+v", opt), got, want)
 	}
 	x := testActivations(20, 96, 1)
 	for _, recipe := range []string{kernels.RecipeFourSix, kernels.RecipeLeastSquares, kernels.RecipeLocalHessian} {
-		opt := kernels.NVFP4Options{Recipe: recipe, Activations: x}
-		got, err := b.QuantizeNVFP4(ctx, w, opt, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := cpu.New().QuantizeNVFP4(ctx, w, opt, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, want := nvfp4Both(t, b, w, kernels.NVFP4Options{Recipe: recipe, Activations: x})
 		sameNVFP4(t, recipe, got, want)
 	}
 	if l.n() != 0 {

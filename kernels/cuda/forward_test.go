@@ -169,33 +169,7 @@ func TestFakeWorkerForward(t *testing.T) {
 	sameF32(t, "swiglu", got.Data, want.Data)
 
 	x = randMat(r, 9, 32, 20)
-	am, as, err := b.ChannelStats(ctx, x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wm, ws, _ := ref.ChannelStats(ctx, x)
-	sameF32(t, "channel amax", am, wm)
-	for i := range ws {
-		if as[i] != ws[i] {
-			t.Fatalf("channel %d: Σ|x| %g, want %g", i, as[i], ws[i])
-		}
-	}
-	h, err := b.BlockHessians(ctx, x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wh, _ := ref.BlockHessians(ctx, x)
-	sameF32(t, "block_hessians", h, wh)
-	hc, err := b.AbsHistogram(ctx, x.Data, wm[0], 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wc, _ := ref.AbsHistogram(ctx, x.Data, wm[0], 100)
-	for i := range wc {
-		if hc[i] != wc[i] {
-			t.Fatalf("bin %d: %d, want %d", i, hc[i], wc[i])
-		}
-	}
+	sameCalib(t, b, x, 100)
 	if l.n() != 0 {
 		t.Fatalf("fell back to the CPU: %s", l.all())
 	}
@@ -231,5 +205,44 @@ func TestNoGPUForwardOps(t *testing.T) {
 	}
 	if l.n() != 1 {
 		t.Fatalf("the operations logged: %s", l.all())
+	}
+}
+
+// sameCalib checks b's calibration reductions of x against the CPU's, bit
+// for bit: channel amax and Σ|x|, the block second moments, and the |x|
+// histogram in bins over [0, max] for max the first channel's amax and
+// each of more.
+func sameCalib(t *testing.T, b kernels.CalibReductions, x kernels.Matrix, bins int, more ...float32) {
+	t.Helper()
+	ctx := context.Background()
+	ref := cpu.New()
+	am, as, err := b.ChannelStats(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wm, ws, _ := ref.ChannelStats(ctx, x)
+	sameF32(t, "channel amax", am, wm)
+	for i := range ws {
+		if as[i] != ws[i] {
+			t.Fatalf("channel %d: Σ|x| %g, CPU %g", i, as[i], ws[i])
+		}
+	}
+	h, err := b.BlockHessians(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, _ := ref.BlockHessians(ctx, x)
+	sameF32(t, "block_hessians", h, wh)
+	for _, mx := range append([]float32{wm[0]}, more...) {
+		hc, err := b.AbsHistogram(ctx, x.Data, mx, bins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc, _ := ref.AbsHistogram(ctx, x.Data, mx, bins)
+		for i := range wc {
+			if hc[i] != wc[i] {
+				t.Fatalf("max %g: bin %d counts %d, CPU %d", mx, i, hc[i], wc[i])
+			}
+		}
 	}
 }

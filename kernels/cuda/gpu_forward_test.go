@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 )
@@ -136,39 +135,8 @@ func TestGPUParityLlamaOps(t *testing.T) {
 
 func TestGPUParityCalibReductions(t *testing.T) {
 	b := gpuBackend(t)
-	ctx := context.Background()
-	ref := cpu.New()
 	r := rand.New(rand.NewPCG(43, 1))
-	x := randMat(r, 1000, 2048, 30)
-	am, as, err := b.ChannelStats(ctx, x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wm, ws, _ := ref.ChannelStats(ctx, x)
-	sameF32(t, "channel amax", am, wm)
-	for i := range ws {
-		if as[i] != ws[i] {
-			t.Fatalf("channel %d: Σ|x| %g, CPU %g", i, as[i], ws[i])
-		}
-	}
-	h, err := b.BlockHessians(ctx, x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wh, _ := ref.BlockHessians(ctx, x)
-	sameF32(t, "block_hessians", h, wh)
-	for _, mx := range []float32{wm[0], 1e30} {
-		hc, err := b.AbsHistogram(ctx, x.Data, mx, 2048)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wc, _ := ref.AbsHistogram(ctx, x.Data, mx, 2048)
-		for i := range wc {
-			if hc[i] != wc[i] {
-				t.Fatalf("max %g: bin %d counts %d, CPU %d", mx, i, hc[i], wc[i])
-			}
-		}
-	}
+	sameCalib(t, b, randMat(r, 1000, 2048, 30), 2048, 1e30)
 }
 
 // TestGPUParityW4AFP8TensorCore checks the tensor-core kernel (not yet run
@@ -193,19 +161,8 @@ func TestGPUParityW4AFP8TensorCore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		groups := K / 128
-		within(t, "w4a_fp8_tc", got.Data, want.Data, func(i int) float64 {
-			tt, n := i/N, i%N
-			var sum float64
-			for g := range groups {
-				var ac float64
-				for k := g * 128; k < (g+1)*128; k++ {
-					ac += math.Abs(float64(numeric.E4M3ToFloat32(a.Codes[tt*K+k])) * float64(w.Codes[n*K+k]))
-				}
-				sum += math.Abs(float64(w.Scales[n*groups+g])) * ac
-			}
-			return 0x1p-20 * float64(a.Scales[tt]) * sum
-		})
+		bound := W4AFP8TCBound(a, w)
+		within(t, "w4a_fp8_tc", got.Data, want.Data, func(i int) float64 { return bound[i] })
 	}
 }
 
@@ -227,20 +184,7 @@ func TestGPUParityW4ANVFP4TensorCore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		groups := K / 128
-		high, low := cpu.W4ANVFP4Planes(w.Codes)
-		within(t, "w4a_nvfp4_tc", got.Data, want.Data, func(i int) float64 {
-			tt, n := i/N, i%N
-			var sum float64
-			for g := range groups {
-				var ac float64
-				for k := g * 128; k < (g+1)*128; k++ {
-					v := math.Abs(float64(numeric.E2M1ToFloat32(a.Codes[tt*K+k]&15)) * float64(numeric.E4M3ToFloat32(a.Scales[(tt*K+k)/16])))
-					ac += v * (math.Abs(float64(low[n*K+k])) + 4*math.Abs(float64(high[n*K+k])))
-				}
-				sum += math.Abs(float64(w.Scales[n*groups+g])) * ac
-			}
-			return 0x1p-20 * float64(a.Global) * sum
-		})
+		bound := W4ANVFP4TCBound(a, w)
+		within(t, "w4a_nvfp4_tc", got.Data, want.Data, func(i int) float64 { return bound[i] })
 	}
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"reflect"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
+	"github.com/quantscope/quantscope/synth"
 )
 
 // Parity of quant2's kernels (ptx/fp8_quant.cu, ptx/nvfp4_recipes.cu) on a
@@ -55,7 +55,6 @@ func fp8EdgeWeight(rows, cols int, fmax float32, seed uint64) kernels.Matrix {
 
 func TestGPUParityQuantizeFP8(t *testing.T) {
 	b := gpuBackend(t)
-	ctx := context.Background()
 	for _, shape := range [][2]int{{11, 48}, {256, 512}, {2048, 4096}} {
 		rows, cols := shape[0], shape[1]
 		for _, f := range []string{kernels.FP8E4M3, kernels.FP8E5M2} {
@@ -76,14 +75,7 @@ func TestGPUParityQuantizeFP8(t *testing.T) {
 					{Format: f, Scale: kernels.ScaleRow, Inverse: inv},
 					{Format: f, Scale: kernels.ScaleBlock, Block: blk, Inverse: inv},
 				} {
-					got, err := b.QuantizeFP8(ctx, w, opt, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					want, err := cpu.New().QuantizeFP8(ctx, w, opt, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
+					got, want := fp8Both(t, b, w, opt)
 					what := fmt.Sprintf("%v %+v", shape, opt)
 					sameF32(t, what+" scales", got.Scales, want.Scales)
 					for i, c := range want.Codes {
@@ -100,17 +92,9 @@ func TestGPUParityQuantizeFP8(t *testing.T) {
 
 func TestGPUParityQuantizeNVFP4Recipes(t *testing.T) {
 	b := gpuBackend(t)
-	ctx := context.Background()
 	check := func(what string, w kernels.Matrix, opt kernels.NVFP4Options) {
 		t.Helper()
-		got, err := b.QuantizeNVFP4(ctx, w, opt, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := cpu.New().QuantizeNVFP4(ctx, w, opt, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, want := nvfp4Both(t, b, w, opt)
 		for i := range want.Scales {
 			if got.Scales[i] != want.Scales[i] {
 				t.Fatalf("%s: block %d scale code %#x, CPU %#x", what, i, got.Scales[i], want.Scales[i])
@@ -133,27 +117,10 @@ func TestGPUParityQuantizeNVFP4Recipes(t *testing.T) {
 	}
 }
 
-// seedTieWeight has global scale 1 (amax 1792) and blocks of values in
-// {0, ±6, ±12, ±24}·2^k, exact under both GPT-QModel seeds: they tie at
-// error 0 with different codes, and M = 4's must win.
+// seedTieWeight is synth.NVFP4SeedTie: the two GPT-QModel seeds tie at
+// error 0 on every block and M = 4's codes must win.
 func seedTieWeight(rows, cols int, seed uint64) kernels.Matrix {
-	r := rand.New(rand.NewPCG(seed, 5))
-	w := kernels.Matrix{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
-	for b := range rows * cols / 16 {
-		k := r.IntN(16) - 9
-		for j := range 16 {
-			v := float32([]int{0, 6, 12, 24}[r.IntN(4)]) * float32(math.Ldexp(1, k))
-			if j == 0 {
-				v = float32(math.Ldexp(24, k))
-			}
-			if r.IntN(2) == 0 {
-				v = -v
-			}
-			w.Data[16*b+j] = v
-		}
-	}
-	w.Data[0] = 1792
-	return w
+	return kernels.Matrix{Rows: rows, Cols: cols, Data: synth.NVFP4SeedTie(rows, cols, seed)}
 }
 
 // TestGPUParityRecipeReport: the report from the GPU's quantizations

@@ -97,18 +97,10 @@ func wideWeight(rows, cols int, seed uint64) kernels.Matrix {
 
 func TestGPUParityQuantizeNVFP4(t *testing.T) {
 	b := gpuBackend(t)
-	ctx := context.Background()
 	for _, shape := range [][2]int{{1, 16}, {97, 1024}, {512, 4096}} {
 		w := wideWeight(shape[0], shape[1], uint64(shape[0]))
 		for _, recipe := range []string{kernels.RecipeMax, kernels.RecipeMSE} {
-			got, err := b.QuantizeNVFP4(ctx, w, kernels.NVFP4Options{Recipe: recipe}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := cpu.New().QuantizeNVFP4(ctx, w, kernels.NVFP4Options{Recipe: recipe}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want := nvfp4Both(t, b, w, kernels.NVFP4Options{Recipe: recipe})
 			for i := range want.Scales {
 				if got.Scales[i] != want.Scales[i] {
 					t.Fatalf("%s %v: block %d scale code %#x, CPU %#x", recipe, shape, i, got.Scales[i], want.Scales[i])

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 	"github.com/quantscope/quantscope/model"
 	"github.com/quantscope/quantscope/synth"
@@ -62,14 +63,7 @@ func TestFakeWorkerModelForward(t *testing.T) {
 	b, l := openFake(t, "cpu")
 	s := synth.SmallLlama()
 	for _, mode := range []string{model.W4ANone, model.W4AFP8} {
-		got, err := loadModel(t, s, "gptq", false, b).Forward(context.Background(), modelTokens, model.Options{W4A: mode})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := loadModel(t, s, "gptq", false, cpu.New()).Forward(context.Background(), modelTokens, model.Options{W4A: mode})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, want := forwardBoth(t, s, b, mode)
 		sameF32(t, "logits "+mode, got.Data, want.Data)
 	}
 	if l.n() != 0 {
@@ -85,14 +79,7 @@ func TestGPUModelForward(t *testing.T) {
 	b := gpuBackend(t)
 	s := synth.SmallLlama()
 	for _, mode := range []string{model.W4ANone, model.W4AFP8, model.W4ANVFP4} {
-		got, err := loadModel(t, s, "gptq", false, b).Forward(context.Background(), modelTokens, model.Options{W4A: mode})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := loadModel(t, s, "gptq", false, cpu.New()).Forward(context.Background(), modelTokens, model.Options{W4A: mode})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, want := forwardBoth(t, s, b, mode)
 		var d, n float64
 		for i := range want.Data {
 			e := float64(got.Data[i]) - float64(want.Data[i])
@@ -124,4 +111,18 @@ func BenchmarkGPUForward1BShape(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(tokens)*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// forwardBoth runs the synthetic GPTQ Llama's forward on b and on the CPU
+// backend.
+func forwardBoth(t *testing.T, s synth.LlamaSpec, b *Backend, mode string) (got, want kernels.Matrix) {
+	t.Helper()
+	got, err := loadModel(t, s, "gptq", false, b).Forward(context.Background(), modelTokens, model.Options{W4A: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err = loadModel(t, s, "gptq", false, cpu.New()).Forward(context.Background(), modelTokens, model.Options{W4A: mode}); err != nil {
+		t.Fatal(err)
+	}
+	return got, want
 }

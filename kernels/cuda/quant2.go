@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
@@ -156,31 +155,7 @@ func (b *Backend) RecipeReport(ctx context.Context, w kernels.Matrix, opt kernel
 	if _, ok := finiteAmax(w.Data); !ok {
 		return b.Backend.RecipeReport(ctx, w, opt, p)
 	}
-	recipes := opt.Recipes
-	if len(recipes) == 0 {
-		recipes = kernels.Recipes
-	}
-	if !slices.Contains(recipes, kernels.RecipeMax) {
-		recipes = append([]string{kernels.RecipeMax}, recipes...) // blocks_changed compares with max
-	}
-	total := int64(len(recipes)) * int64(w.Rows)
-	results := make([]*kernels.NVFP4Result, len(recipes))
-	for k, rc := range recipes {
-		base := int64(k) * int64(w.Rows)
-		res, err := b.QuantizeNVFP4(ctx, w, kernels.NVFP4Options{Recipe: rc, Activations: opt.Activations}, func(done, _ int64) {
-			if p != nil {
-				p(base+done, total)
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-		results[k] = res
-	}
-	maxRes := results[slices.Index(recipes, kernels.RecipeMax)]
-	rep := &kernels.Report{Rows: w.Rows, Cols: w.Cols}
-	for k, rc := range recipes {
-		rep.Recipes = append(rep.Recipes, cpu.RecipeStatsOf(rc, w, results[k], maxRes))
-	}
-	return rep, nil
+	return cpu.ReportOf(ctx, w, opt, p, func(ctx context.Context, recipe string, p kernels.Progress) (*kernels.NVFP4Result, error) {
+		return b.QuantizeNVFP4(ctx, w, kernels.NVFP4Options{Recipe: recipe, Activations: opt.Activations}, p)
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
+	"github.com/quantscope/quantscope/synth"
 )
 
 // fp8_quant.cu and nvfp4_recipes.cu compiled for the CPU
@@ -200,28 +201,10 @@ func sameNVFP4Bytes(t *testing.T, what string, got []byte, want *kernels.NVFP4Re
 	}
 }
 
-// seedTieWeight has global scale 1 (amax 1792) and blocks of values in
-// {0, ±6, ±12, ±24}·2^k: exact under both seeds (block scales 6·2^k for
-// M = 4, 4·2^k for M = 6), so the seeds tie at error 0 with different
-// codes and M = 4's must win.
+// seedTieWeight is synth.NVFP4SeedTie: the two GPT-QModel seeds tie at
+// error 0 on every block and M = 4's codes must win.
 func seedTieWeight(rows, cols int, seed uint64) kernels.Matrix {
-	r := rand.New(rand.NewPCG(seed, 5))
-	w := kernels.Matrix{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
-	for b := range rows * cols / 16 {
-		k := r.IntN(16) - 9
-		for j := range 16 {
-			v := float32([]int{0, 6, 12, 24}[r.IntN(4)]) * float32(math.Ldexp(1, k))
-			if j == 0 {
-				v = float32(math.Ldexp(24, k))
-			}
-			if r.IntN(2) == 0 {
-				v = -v
-			}
-			w.Data[16*b+j] = v
-		}
-	}
-	w.Data[0] = 1792
-	return w
+	return kernels.Matrix{Rows: rows, Cols: cols, Data: synth.NVFP4SeedTie(rows, cols, seed)}
 }
 
 func TestHostQuantizeNVFP4FourSixLeastSquares(t *testing.T) {

@@ -36,11 +36,12 @@ func TestMain(m *testing.M) {
 
 // buildHost returns testdata/<driver>.cpp built with std (c++17, c++20)
 // and extra flags, once a run; it skips the test without a C++ compiler.
-// It reads the driver and every source it includes, so that go test's
-// cache reruns the tests when one of them changes.
+// It reads the driver, the shim, every header and each source it
+// includes, so that go test's cache reruns the tests when one changes.
 func buildHost(t *testing.T, driver, std string, sources []string, extra ...string) string {
 	t.Helper()
-	for _, src := range append([]string{"testdata/" + driver + ".cpp", "testdata/host_shim.h", "fp8.cuh"}, sources...) {
+	headers, _ := filepath.Glob("*.cuh")
+	for _, src := range append(append([]string{"testdata/" + driver + ".cpp", "testdata/host_shim.h"}, headers...), sources...) {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
 		}

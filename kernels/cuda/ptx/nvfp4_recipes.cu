@@ -5,46 +5,20 @@
 // block n). One thread a 16-value block, in kernels/cpu's float32 order
 // (every sum in element order, true IEEE division, no fused operations),
 // so that the chosen codes and scales match the CPU bit for bit.
-#include "fp8.cuh"
-
-// nvr_e2m1_index rounds a ≥ 0 to the nearest E2M1 magnitude, ties to even,
-// saturating at 6 (GPT-QModel's thresholds); NaN gives 0.
-__device__ __forceinline__ unsigned int nvr_e2m1_index(float a) {
-    return (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.f);
-}
+#include "nvfp4.cuh"
 
 // nvr_cast_scale clamps a block scale to [2^-9, 448] and casts it to E4M3
 // (nearest, ties even): kernels/cpu's castScale.
-__device__ __forceinline__ unsigned int nvr_cast_scale(float s) {
-    s = fminf(fmaxf(s, 0x1p-9f), 448.f);
-    if (s < 0x1p-6f) return (unsigned int)__float2int_rn(__fmul_rn(s, 512.f));
-    unsigned int bits = __float_as_uint(s);
-    int e = (int)(bits >> 23) - 127;
-    unsigned int m = bits & 0x7FFFFF, keep = m >> 20, rem = m & 0xFFFFF;
-    unsigned int code = ((unsigned int)(e + 7) << 3) | keep;
-    if (rem > 0x80000u || (rem == 0x80000u && (keep & 1))) code++;
-    return code < 0x7Eu ? code : 0x7Eu;
-}
+__device__ __forceinline__ unsigned int nvr_cast_scale(float s) { return e4m3_scale(fminf(fmaxf(s, 0x1p-9f), 448.f)); }
 
 // nvr_div is a block's divisor f32(f32(e4m3(code)) · scale_2).
 __device__ __forceinline__ float nvr_div(unsigned int c, float scale2) { return __fmul_rn(e4m3_value(c), scale2); }
-
-// nvr_code is ModelOpt's _cast_fp4 of x/d: the sign is the quotient's.
-__device__ __forceinline__ unsigned int nvr_code(float x, float d) {
-    float q = __fdiv_rn(x, d);
-    return nvr_e2m1_index(fabsf(q)) | (q < 0.f ? 8u : 0u);
-}
-
-__device__ __forceinline__ void nvr_encode(unsigned char *dst, const float *x, float d) {
-    for (int j = 0; j < 8; j++)
-        dst[j] = (unsigned char)(nvr_code(x[2 * j], d) | (nvr_code(x[2 * j + 1], d) << 4));
-}
 
 // nvr_sse is Σ (|x| − f32(e2m1(|x/d|)·d))² in element order (kernels/cpu's blockSSE).
 __device__ __forceinline__ float nvr_sse(const float *x, float d) {
     float e = 0.f;
     for (int j = 0; j < 16; j++) {
-        float v = __fmul_rn(e2m1_mag[nvr_e2m1_index(fabsf(__fdiv_rn(x[j], d)))], d);
+        float v = __fmul_rn(e2m1_mag[e2m1_index(fabsf(__fdiv_rn(x[j], d)))], d);
         float diff = __fsub_rn(fabsf(x[j]), v);
         e = __fadd_rn(e, __fmul_rn(diff, diff));
     }
@@ -57,7 +31,7 @@ __device__ __forceinline__ float nvr_sse(const float *x, float d) {
 __device__ __forceinline__ unsigned int nvr_ls_refine(const float *x, float d, float g) {
     float den = 0.f, num = 0.f;
     for (int j = 0; j < 16; j++) {
-        float v = e2m1_mag[nvr_e2m1_index(fabsf(__fdiv_rn(x[j], d)))];
+        float v = e2m1_mag[e2m1_index(fabsf(__fdiv_rn(x[j], d)))];
         if (x[j] < 0.f) v = -v;
         den = __fadd_rn(den, __fmul_rn(v, v));
         num = __fadd_rn(num, __fmul_rn(x[j], v));
@@ -97,7 +71,7 @@ extern "C" __global__ void nvfp4_gptq(const float *w, unsigned char *packed, uns
             }
         }
         scales[k] = (unsigned char)best;
-        nvr_encode(packed + 8 * k, x, nvr_div(best, g));
+        encode(packed + 8 * k, x, nvr_div(best, g));
     }
 }
 
@@ -125,7 +99,7 @@ extern "C" __global__ void nvfp4_hess_acc(const float *x, const float *acc, floa
 __device__ __forceinline__ float nvr_hloss(const float *x, float d, const float *h) {
     float dw[16];
     for (int i = 0; i < 16; i++) {
-        unsigned int c = nvr_code(x[i], d);
+        unsigned int c = e2m1_code(x[i], d);
         float v = e2m1_mag[c & 7];
         if (c & 8) v = -v;
         dw[i] = __fsub_rn(x[i], __fmul_rn(v, d));
@@ -167,6 +141,6 @@ extern "C" __global__ void nvfp4_hessian(const float *w, const float *H, unsigne
             if (e < bestErr) { best = c; bestErr = e; }
         }
         scales[k] = (unsigned char)best;
-        nvr_encode(packed + 8 * k, x, div[best]);
+        encode(packed + 8 * k, x, div[best]);
     }
 }

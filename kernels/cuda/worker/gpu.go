@@ -279,25 +279,13 @@ func (g *gpu) handle(req wire.Request, parts [][]byte) (wire.Response, [][]byte,
 		}
 
 	case wire.OpQuantNVFP4:
-		nb := req.Rows * req.Cols / 16
-		packed, scales := make([]byte, 8*nb), make([]byte, nb)
-		out = [][]byte{packed, scales}
-		w := parts[0]
-		per := int64(chunkBytes / 64) // blocks a step
-		for lo := int64(0); lo < nb; lo += per {
-			hi := min(lo+per, nb)
-			m := hi - lo
-			steps = append(steps, step{
-				ins:  [][]byte{w[64*lo : 64*hi]},
-				outs: [][]byte{packed[8*lo : 8*hi], scales[lo:hi]},
-				launch: func(in, o []cu.DevicePtr, s cu.Stream) error {
-					if req.Recipe == "mse" {
-						return g.launch("nvfp4_mse", s, gridFor(m), 1, 256, 0, dp(in[0]), dp(o[0]), dp(o[1]), uint64(m), f32(req.Global), f32(6*req.Global))
-					}
-					return g.launch("nvfp4_max", s, gridFor(m), 1, 256, 0, dp(in[0]), dp(o[0]), dp(o[1]), uint64(m), f32(req.Global), f32(6*req.Global))
-				},
-			})
+		kernel := "nvfp4_max"
+		if req.Recipe == "mse" {
+			kernel = "nvfp4_mse"
 		}
+		out, steps = nvfp4Steps(req, parts[0], func(m int64, in, o []cu.DevicePtr, s cu.Stream) error {
+			return g.launch(kernel, s, gridFor(m), 1, 256, 0, dp(in[0]), dp(o[0]), dp(o[1]), uint64(m), f32(req.Global), f32(6*req.Global))
+		})
 
 	case wire.OpDequantInt, wire.OpStats:
 		return g.handleInt(req, parts)

@@ -117,21 +117,28 @@ func (g *gpu) quantFP8(req wire.Request, parts [][]byte) ([][]byte, []step) {
 }
 
 func (g *gpu) quantGPTQ(req wire.Request, parts [][]byte) ([][]byte, []step) {
+	refine := b2u(req.Recipe == "least_squares")
+	return nvfp4Steps(req, parts[0], func(m int64, in, o []cu.DevicePtr, s cu.Stream) error {
+		return g.launch("nvfp4_gptq", s, gridFor(m), 1, 256, 0, dp(in[0]), dp(o[0]), dp(o[1]), uint64(m), f32(req.Global), refine)
+	})
+}
+
+// nvfp4Steps splits the NVFP4 quantization of w (float32, req.Rows ×
+// req.Cols) into steps of whole 16-value blocks, at most chunkBytes of
+// input each; launch quantizes m blocks into their packed codes (8 bytes a
+// block) and scale codes (one). It returns the two outputs and the steps.
+func nvfp4Steps(req wire.Request, w []byte, launch func(m int64, in, o []cu.DevicePtr, s cu.Stream) error) ([][]byte, []step) {
 	nb := req.Rows * req.Cols / 16
 	packed, scales := make([]byte, 8*nb), make([]byte, nb)
-	w := parts[0]
-	refine := b2u(req.Recipe == "least_squares")
 	per := int64(chunkBytes / 64) // blocks a step
 	var steps []step
 	for lo := int64(0); lo < nb; lo += per {
 		hi := min(lo+per, nb)
 		m := hi - lo
 		steps = append(steps, step{
-			ins:  [][]byte{w[64*lo : 64*hi]},
-			outs: [][]byte{packed[8*lo : 8*hi], scales[lo:hi]},
-			launch: func(in, o []cu.DevicePtr, s cu.Stream) error {
-				return g.launch("nvfp4_gptq", s, gridFor(m), 1, 256, 0, dp(in[0]), dp(o[0]), dp(o[1]), uint64(m), f32(req.Global), refine)
-			},
+			ins:    [][]byte{w[64*lo : 64*hi]},
+			outs:   [][]byte{packed[8*lo : 8*hi], scales[lo:hi]},
+			launch: func(in, o []cu.DevicePtr, s cu.Stream) error { return launch(m, in, o, s) },
 		})
 	}
 	return [][]byte{packed, scales}, steps

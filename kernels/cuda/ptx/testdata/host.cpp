@@ -9,7 +9,6 @@
 static std::vector<unsigned char> dyn_smem;
 #define DYNAMIC_SHARED(type, name) type *name = (type *)dyn_smem.data()
 static dim blockIdx, threadIdx, blockDim, gridDim;
-static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 static inline void __syncthreads() {}
 
 #include "../dequant.cu"

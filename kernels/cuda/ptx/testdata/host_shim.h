@@ -30,6 +30,7 @@ static inline float __fadd_rn(float a, float b) { volatile float r = a + b; retu
 static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 static inline float __int2float_rn(int s) { volatile float r = (float)s; return r; }
 static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 
 // readAll reads stdin to its end: the kernel's inputs, laid out by the test.
 static std::vector<unsigned char> readAll() {
