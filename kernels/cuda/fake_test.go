@@ -27,7 +27,11 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("QSC_FAKE_WORKER"); mode != "" {
 		os.Exit(fakeWorker(mode))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if hostInt.dir != "" {
+		os.RemoveAll(hostInt.dir)
+	}
+	os.Exit(code)
 }
 
 func fakeWorker(mode string) int {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -22,14 +23,22 @@ import (
 const hostIntEnv = "QSC_HOST_INT"
 
 var hostInt struct {
-	once       sync.Once
-	path, skip string
+	once            sync.Once
+	dir, path, skip string // dir is removed by TestMain
 }
 
 // hostIntKernels builds ptx/testdata/host_int.cpp once and points the fake
-// worker at it (or skips without a C++ compiler).
+// worker at it (or skips without a C++ compiler). It reads the driver and
+// every source it includes, so that go test's cache reruns the tests when
+// one changes (the compiler's reads are not seen by it).
 func hostIntKernels(t *testing.T) {
 	t.Helper()
+	headers, _ := filepath.Glob("ptx/*.cuh")
+	for _, src := range append([]string{"ptx/testdata/host_int.cpp", "ptx/testdata/host_shim.h", "ptx/dequant_int.cu"}, headers...) {
+		if _, err := os.ReadFile(src); err != nil {
+			t.Fatal(err)
+		}
+	}
 	hostInt.once.Do(func() {
 		cxx, err := exec.LookPath("g++")
 		if err != nil {
@@ -38,12 +47,11 @@ func hostIntKernels(t *testing.T) {
 				return
 			}
 		}
-		dir, err := os.MkdirTemp("", "qshostint")
-		if err != nil {
+		if hostInt.dir, err = os.MkdirTemp("", "qshostint"); err != nil {
 			hostInt.skip = err.Error()
 			return
 		}
-		bin := filepath.Join(dir, "host_int")
+		bin := filepath.Join(hostInt.dir, "host_int")
 		out, err := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-o", bin, "ptx/testdata/host_int.cpp").CombinedOutput()
 		if err != nil {
 			hostInt.skip = fmt.Sprintf("building host_int.cpp: %v: %s", err, out)
@@ -52,7 +60,7 @@ func hostIntKernels(t *testing.T) {
 		hostInt.path = bin
 	})
 	if hostInt.path == "" {
-		if hostInt.skip != "" && hostInt.skip[:2] == "no" {
+		if strings.HasPrefix(hostInt.skip, "no C++") {
 			t.Skip(hostInt.skip)
 		}
 		t.Fatal(hostInt.skip)
