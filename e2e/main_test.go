@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	code, err := setup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
 		os.Exit(1)
 	}
 	if code >= 0 {

@@ -28,8 +28,10 @@ func TestMain(m *testing.M) {
 		os.Exit(fakeWorker(mode))
 	}
 	code := m.Run()
-	if hostInt.dir != "" {
-		os.RemoveAll(hostInt.dir)
+	for _, dir := range []string{hostInt.dir, realWorker.dir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }

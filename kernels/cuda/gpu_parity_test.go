@@ -25,8 +25,8 @@ import (
 )
 
 var realWorker struct {
-	once       sync.Once
-	path, skip string
+	once            sync.Once
+	dir, path, skip string // dir (the build's) is removed by TestMain
 }
 
 // gpuBackend returns a backend on the real worker, or skips.
@@ -42,6 +42,7 @@ func gpuBackend(tb testing.TB) *Backend {
 			realWorker.skip = err.Error()
 			return
 		}
+		realWorker.dir = dir // removed by TestMain
 		p := filepath.Join(dir, WorkerName)
 		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-tags", "cuda", "-o", p, "./worker")
 		if out, err := cmd.CombinedOutput(); err != nil {
