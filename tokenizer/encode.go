@@ -143,7 +143,7 @@ func splitIsolated(p preTokenizer, s string) ([]string, error) {
 func (t *Tokenizer) Split(text string) ([]string, error) {
 	pieces := []string{text}
 	for _, p := range t.pre {
-		if p.addPrefixSpace && !strings.HasPrefix(pieces[0], " ") {
+		if p.addPrefixSpace && len(pieces) > 0 && !strings.HasPrefix(pieces[0], " ") {
 			pieces[0] = " " + pieces[0]
 		}
 		if p.split == nil {

@@ -12,7 +12,7 @@ const llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{
 
 // testFile builds a tokenizer.json of Llama 3's layout: the 256 byte-level
 // characters as ids 0..255 (id = byte value), a few merges, one special token.
-func testFile(t *testing.T, edit func(map[string]any)) []byte {
+func testFile(t testing.TB, edit func(map[string]any)) []byte {
 	t.Helper()
 	vocab := map[string]int{}
 	for b := range 256 {
