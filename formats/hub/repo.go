@@ -86,12 +86,20 @@ func (r *Repo) List(ctx context.Context) ([]File, error) {
 	return r.listAll(ctx)
 }
 
+// maxListedFiles bounds a listing's files (the largest repos on the hub
+// hold tens of thousands), so that a hub answering page after page cannot
+// grow the list without end; maxListingPages bounds its requests.
+const (
+	maxListedFiles  = 1 << 20
+	maxListingPages = 10_000
+)
+
 func (r *Repo) listAll(ctx context.Context) ([]File, error) {
 	next := r.c.endpoint + "/api/models/" + r.ID + "/tree/" + url.PathEscape(r.Rev) + "?recursive=true"
 	var files []File
 	for pages := 0; next != ""; pages++ {
-		if pages > 10_000 {
-			return nil, fmt.Errorf("%s: listing: more than 10,000 pages", r.Name())
+		if pages >= maxListingPages {
+			return nil, fmt.Errorf("%s: listing: more than %d pages", r.Name(), maxListingPages)
 		}
 		var page []treeEntry
 		link, err := r.getJSON(ctx, next, &page)
@@ -112,7 +120,13 @@ func (r *Repo) listAll(ctx context.Context) ([]File, error) {
 			}
 			files = append(files, File{Path: e.Path, Size: size})
 		}
-		next = nextLink(link, next)
+		if len(files) > maxListedFiles {
+			return nil, fmt.Errorf("%s: listing: more than %d files", r.Name(), maxListedFiles)
+		}
+		cur := next
+		if next = nextLink(link, cur); next == cur {
+			return nil, fmt.Errorf("%s: listing: page %d links to itself as the next", r.Name(), pages+1)
+		}
 	}
 	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	r.remember(files)
