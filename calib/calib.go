@@ -11,10 +11,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/quantscope/quantscope/internal/userfile"
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/model"
 )
@@ -28,10 +28,14 @@ type Data struct {
 	Tokens int
 }
 
+// MaxDataFile bounds a token-id data file (a calibration or evaluation set
+// of a few million tokens is tens of MB).
+const MaxDataFile = 256 << 20
+
 // ReadData reads FILE's non-empty lines as token id sequences (ids
 // separated by whitespace or commas) and hashes its bytes.
 func ReadData(path string) (*Data, error) {
-	b, err := os.ReadFile(path)
+	b, err := userfile.Read(path, MaxDataFile)
 	if err != nil {
 		return nil, fmt.Errorf("--data: %w", err)
 	}
@@ -60,13 +64,15 @@ func FileData(path string, b []byte) *Data {
 	return &Data{Path: path, SHA256: hex.EncodeToString(sum[:])}
 }
 
-// ParseIDs reads token ids separated by whitespace or commas.
+// ParseIDs reads token ids separated by whitespace or commas. A field that
+// is not one is named by its place, not quoted: the file may be any file a
+// client of the companion names, and its content is not theirs to read.
 func ParseIDs(text string) ([]int, error) {
 	var ids []int
-	for _, f := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' }) {
+	for i, f := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' }) {
 		id, err := strconv.Atoi(f)
 		if err != nil || id < 0 {
-			return nil, fmt.Errorf("%q is not a token id (a non-negative integer)", f)
+			return nil, fmt.Errorf("field %d is not a token id (a non-negative integer)", i+1)
 		}
 		ids = append(ids, id)
 	}

@@ -3,7 +3,8 @@ package calib
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+
+	"github.com/quantscope/quantscope/internal/userfile"
 )
 
 // ScalesFile is a producer_maximum report read back (forward/eval --scales).
@@ -16,9 +17,12 @@ type ScalesFile struct {
 	DataPath, DataSHA256 string
 }
 
+// maxScalesFile bounds an act_max report (a few hundred bytes a module).
+const maxScalesFile = 64 << 20
+
 // ReadScales reads an act_max report written by calibrate --out.
 func ReadScales(path string) (*ScalesFile, error) {
-	b, err := os.ReadFile(path)
+	b, err := userfile.Read(path, maxScalesFile)
 	if err != nil {
 		return nil, fmt.Errorf("--scales: %w", err)
 	}

@@ -6,9 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/quantscope/quantscope/calib"
+	"github.com/quantscope/quantscope/internal/userfile"
 	"github.com/quantscope/quantscope/model"
 )
 
@@ -48,7 +48,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		lines = evalData.Seqs
 	} else {
-		b, err := os.ReadFile(*textFile)
+		b, err := userfile.Read(*textFile, calib.MaxDataFile)
 		if err != nil {
 			return fmt.Errorf("--text: %w", err)
 		}

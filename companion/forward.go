@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/quantscope/quantscope/calib"
+	"github.com/quantscope/quantscope/internal/userfile"
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 	"github.com/quantscope/quantscope/model"
@@ -133,7 +133,7 @@ func writeLogitsJSON(w *bufio.Writer, l kernels.Matrix) {
 func parseTokens(spec string) ([]int, error) {
 	text, where := spec, "--tokens"
 	if strings.HasPrefix(spec, "@") {
-		b, err := os.ReadFile(spec[1:])
+		b, err := userfile.Read(spec[1:], calib.MaxDataFile)
 		if err != nil {
 			return nil, fmt.Errorf("--tokens: %w", err)
 		}

@@ -172,7 +172,7 @@ func TestForwardEvalErrors(t *testing.T) {
 	}{
 		{[]string{"forward", "--tokens", "1,512", gptq}, "token 512 at position 1 is outside the vocabulary (vocab_size 512)"},
 		{[]string{"forward", "--tokens", "1,2", "--w4a", "fp8", bf16}, `module "model.layers.0.self_attn.q_proj": rule w4a-format`},
-		{[]string{"forward", "--tokens", "1,-2", gptq}, `"-2" is not a token id`},
+		{[]string{"forward", "--tokens", "1,-2", gptq}, `field 2 is not a token id`},
 		{[]string{"forward", gptq}, "give --tokens or --text"},
 		{[]string{"forward", "--text", "hi", gptq + "/../nosuch"}, "nosuch"},
 		{[]string{"forward", "--tokens", "1", "--w4a", "int8", gptq}, `--w4a "int8"`},

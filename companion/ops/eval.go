@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
+	"github.com/quantscope/quantscope/calib"
+	"github.com/quantscope/quantscope/internal/userfile"
 	"github.com/quantscope/quantscope/model"
 	"github.com/quantscope/quantscope/tokenizer"
 )
@@ -118,16 +118,9 @@ func evalData(ctx context.Context, env Env, p EvalParams) ([][]int, string, erro
 	where, text := "lines", p.Lines
 	if p.TextFile != "" || p.DataFile != "" {
 		where = p.TextFile + p.DataFile
-		st, err := os.Stat(where)
+		b, err := userfile.Read(where, maxEvalFile) // a regular file, read no further than the bound
 		if err != nil {
-			return nil, "", fmt.Errorf("eval: %w", err)
-		}
-		if st.Size() > maxEvalFile {
-			return nil, "", fmt.Errorf("eval: %s: %d bytes, over the %d MiB an eval file may hold", where, st.Size(), maxEvalFile>>20)
-		}
-		b, err := os.ReadFile(where)
-		if err != nil {
-			return nil, "", fmt.Errorf("eval: %w", err)
+			return nil, "", fmt.Errorf("eval: %w (an eval file is a regular file of at most %d MiB)", err, maxEvalFile>>20)
 		}
 		text = nil
 		for _, l := range strings.Split(string(b), "\n") {
@@ -138,7 +131,7 @@ func evalData(ctx context.Context, env Env, p EvalParams) ([][]int, string, erro
 		if p.DataFile != "" {
 			var seqs [][]int
 			for i, l := range text {
-				ids, err := parseIDLine(l)
+				ids, err := calib.ParseIDs(l)
 				if err != nil {
 					return nil, "", fmt.Errorf("%s: line %d: %w", where, i+1, err)
 				}
@@ -161,18 +154,6 @@ func evalData(ctx context.Context, env Env, p EvalParams) ([][]int, string, erro
 		return nil, "", fmt.Errorf("eval: %s: no text lines", where)
 	}
 	return seqs, where, nil
-}
-
-func parseIDLine(line string) ([]int, error) {
-	var ids []int
-	for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
-		id, err := strconv.Atoi(f)
-		if err != nil || id < 0 {
-			return nil, fmt.Errorf("%q is not a token id (a non-negative integer)", f)
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
 }
 
 // streamOptions are the model options of one mode: the stream's policy,

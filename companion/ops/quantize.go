@@ -13,6 +13,7 @@ import (
 
 	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/formats/scheme"
+	"github.com/quantscope/quantscope/internal/userfile"
 	"github.com/quantscope/quantscope/kernels"
 )
 
@@ -78,7 +79,27 @@ func (p *QuantizeParams) normalize() error {
 	default:
 		return fmt.Errorf("quantize: rule quantize-options: unknown format %q (want nvfp4, fp8_e4m3 or fp8_e5m2)", p.Format)
 	}
+	if n := len(filepath.Base(p.Out)); n > maxFileName {
+		return fmt.Errorf("quantize: rule quantize-options: out: a file name of %d bytes; at most %d", n, maxFileName)
+	}
 	return nil
+}
+
+// maxFileName bounds the name of a written file: it travels as the name of
+// a binary frame ("file:" + name, proto.MaxNameLen = 1024 bytes).
+const maxFileName = 1000
+
+// outName is the file's name: out, else MODULE.FORMAT.safetensors, the
+// module's name cut to fit (a repo's tensor names have no length limit).
+func outName(out, module, format string) string {
+	if out != "" {
+		return filepath.Base(out)
+	}
+	suffix := "." + format + ".safetensors"
+	if len(module)+len(suffix) > maxFileName {
+		module = strings.ToValidUTF8(module[:maxFileName-len(suffix)], "")
+	}
+	return filepath.Base(module + suffix)
 }
 
 func (p *QuantizeParams) block() ([2]int, error) {
@@ -134,9 +155,13 @@ func moduleWeight(ctx context.Context, env Env, module string) (*scheme.Module, 
 	return m, w, rest, nil
 }
 
+// maxActivationsFile bounds an activations file (2,048 tokens of an
+// 18,432-wide input are 151 MB).
+const maxActivationsFile = 1 << 30
+
 // ReadActivations reads a little-endian float32 file of [tokens, in] values.
 func ReadActivations(path string, in int) (*kernels.Matrix, error) {
-	b, err := os.ReadFile(path)
+	b, err := userfile.Read(path, maxActivationsFile)
 	if err != nil {
 		return nil, fmt.Errorf("--data: %w", err)
 	}
@@ -217,11 +242,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	name := p.Out
-	if name == "" {
-		name = module + "." + p.Format + ".safetensors"
-	}
-	file := File{Name: filepath.Base(name)}
+	file := File{Name: outName(p.Out, module, p.Format)}
 	if p.Path != "" {
 		if file.Path, err = writeUnder(env.WriteDir, p.Path, data); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 	"sync"
 	"testing"
 
@@ -360,5 +361,25 @@ func TestQuantizeReadProgressAndCancel(t *testing.T) {
 		if beyond || calls > 2+2 { // bands already decoding when the cancel came may still count
 			t.Errorf("%s: %d progress reports after a cancel at the second (kernel reached: %v)", name, calls, beyond)
 		}
+	}
+}
+
+// A file name that cannot travel as a frame's name is refused before any
+// work, naming the parameter and the rule; a default name from a very long
+// module name is cut to fit.
+func TestQuantizeOutName(t *testing.T) {
+	p := QuantizeParams{Format: "nvfp4", Out: strings.Repeat("x", 1100) + ".safetensors"}
+	if err := p.normalize(); err == nil || !strings.Contains(err.Error(), "rule quantize-options: out:") {
+		t.Errorf("a 1,112-byte out: %v", err)
+	}
+	p = QuantizeParams{Format: "nvfp4", Out: "dir/w.safetensors"}
+	if err := p.normalize(); err != nil {
+		t.Errorf("a short out: %v", err)
+	}
+	if n := outName("", strings.Repeat("é", 800), "fp8_e4m3"); len(n) > maxFileName || !strings.HasSuffix(n, ".fp8_e4m3.safetensors") || !utf8.ValidString(n) {
+		t.Errorf("the default name of a 1,600-byte module: %d bytes, %q…", len(n), n[len(n)-30:])
+	}
+	if n := outName("", "model.layers.0.mlp", "nvfp4"); n != "model.layers.0.mlp.nvfp4.safetensors" {
+		t.Errorf("default name %q", n)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/quantscope/quantscope/internal/userfile"
 )
 
 // The Hugging Face cache on this machine, as huggingface_hub lays it out:
@@ -85,7 +87,7 @@ func FindCached(hubDir, repo, rev, filePath string) (*Cached, error) {
 	root := filepath.Join(hubDir, "models--"+org+"--"+name)
 	commit := rev
 	if !isCommit(rev) {
-		b, err := os.ReadFile(filepath.Join(root, "refs", filepath.FromSlash(rev)))
+		b, err := userfile.Read(filepath.Join(root, "refs", filepath.FromSlash(rev)), maxRef) // a FIFO or device there is not a ref
 		if err != nil {
 			return nil, fmt.Errorf("%s@%s is not in the Hugging Face cache at %s: %w", repo, rev, hubDir, fs.ErrNotExist)
 		}
@@ -117,6 +119,13 @@ func FindCached(hubDir, repo, rev, filePath string) (*Cached, error) {
 	return c, nil
 }
 
+// maxRef bounds a refs file (a 40-hex commit and a newline); maxCachedIndex
+// a snapshot's index, as checkpoint bounds any JSON file of a repo.
+const (
+	maxRef         = 4 << 10
+	maxCachedIndex = 64 << 20
+)
+
 // completeSnapshot checks that a snapshot holds every shard its index names
 // (huggingface_hub downloads file by file, so a snapshot may hold only the
 // configs), or, without an index, at least one .safetensors file.
@@ -125,7 +134,7 @@ func completeSnapshot(snap string) error {
 		info, err := os.Stat(filepath.Join(snap, filepath.FromSlash(p))) // follows the blob symlink
 		return err == nil && info.Mode().IsRegular()
 	}
-	b, err := os.ReadFile(filepath.Join(snap, indexName))
+	b, err := userfile.Read(filepath.Join(snap, indexName), maxCachedIndex)
 	if err == nil {
 		var idx struct {
 			WeightMap map[string]string `json:"weight_map"`

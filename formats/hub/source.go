@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/quantscope/quantscope/internal/userfile"
 )
 
 // File is one file of a repo.
@@ -136,7 +138,7 @@ func readAllInto(b []byte, r io.Reader) ([]byte, error) {
 }
 
 func readLimited(full string, limit int64) ([]byte, error) {
-	f, err := os.Open(full)
+	f, err := userfile.Open(full) // a FIFO or a device is refused, not waited on
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +170,10 @@ func (d *Dir) Open(ctx context.Context, p string) (io.ReaderAt, int64, error) {
 	return openFile(full)
 }
 
+// openFile opens a regular file: a FIFO or a device named as a shard is
+// refused, not waited on or read without end.
 func openFile(full string) (io.ReaderAt, int64, error) {
-	f, err := os.Open(full)
+	f, err := userfile.Open(full)
 	if err != nil {
 		return nil, 0, err
 	}
