@@ -100,7 +100,7 @@ func newCompanion(ctx context.Context, cf companionFlags) (*companion, error) {
 // loadSubmit reads the checkpoint a job names, as the command line would:
 // a local path, the Hugging Face cache, or the hub.
 func loadSubmit(ctx context.Context, s proto.Submit, progress func(checkpoint.Progress)) (*checkpoint.Checkpoint, error) {
-	src, err := resolveSource(ctx, s.Source, sourceFlags{endpoint: s.Endpoint, revision: s.Revision, token: s.HubToken})
+	src, err := resolveSource(ctx, s.Source, sourceFlags{endpoint: s.Endpoint, revision: s.Revision, token: s.HubToken, fromClient: true})
 	if err != nil {
 		return nil, err
 	}

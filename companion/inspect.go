@@ -17,6 +17,9 @@ import (
 type sourceFlags struct {
 	endpoint, revision, token string
 	noCache                   bool
+	// fromClient: endpoint is a websocket client's, not typed by the user
+	// (envTokenGoesTo).
+	fromClient bool
 }
 
 func (f *sourceFlags) register(fs *flag.FlagSet, withRevision, withToken bool) {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,7 +38,7 @@ func openSource(ctx context.Context, source string, sf sourceFlags) (hub.Source,
 // first; then a repo (or one file of it) that this machine's Hugging Face
 // cache holds at the asked revision, unless --no-cache; then the remote
 // forms, against --endpoint, else $HF_ENDPOINT, else the real hub. The token
-// comes from --token, else $HF_TOKEN.
+// comes from --token, else $HF_TOKEN where envTokenGoesTo allows.
 func resolveSource(ctx context.Context, source string, sf sourceFlags) (hub.Source, error) {
 	_, statErr := os.Stat(source)
 	if statErr == nil {
@@ -73,10 +75,41 @@ func resolveSource(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 		}
 	}
 	token := sf.token
-	if token == "" {
+	if token == "" && envTokenGoesTo(spec, sf) {
 		token = os.Getenv("HF_TOKEN")
 	}
 	return hub.OpenSpec(ctx, spec, sf.revision, hub.WithToken(token))
+}
+
+// envTokenGoesTo says whether $HF_TOKEN may be sent where spec points: to
+// the Hugging Face hub, to $HF_ENDPOINT, or to an --endpoint typed on the
+// command line; never to a hub or URL only a SOURCE or a websocket client
+// names, which would hand the user's secret to any server they choose. A
+// token given with the request itself (--token, a job's hub_token) goes
+// where it is sent.
+func envTokenGoesTo(spec hub.Spec, sf sourceFlags) bool {
+	target := spec.Endpoint
+	if spec.Kind == hub.KindURL {
+		target = spec.URL
+	}
+	host := hostOf(target)
+	trusted := []string{"huggingface.co", "www.huggingface.co", "hf.co"}
+	if e := os.Getenv("HF_ENDPOINT"); e != "" {
+		trusted = append(trusted, hostOf(e))
+	}
+	if sf.endpoint != "" && !sf.fromClient {
+		trusted = append(trusted, hostOf(sf.endpoint))
+	}
+	return host != "" && slices.Contains(trusted, host)
+}
+
+// hostOf is a URL's host and port ("" when it has none).
+func hostOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Host
 }
 
 // looksLocal tells a SOURCE that can only mean a local path (absolute, or
