@@ -55,7 +55,8 @@ func get(t *testing.T, url string, hdr map[string]string) (*http.Response, strin
 }
 
 func TestRangesAndRedirect(t *testing.T) {
-	_, srv, _ := setup(t)
+	root, srv, _ := setup(t)
+	os.WriteFile(filepath.Join(root, "org", "model", "sub", "empty.txt"), nil, 0o644)
 	resp, _ := get(t, srv.URL+"/org/model/resolve/main/model.safetensors", nil)
 	if resp.StatusCode != 302 || resp.Header.Get("X-Linked-Size") != "1000" || resp.Header.Get("X-Linked-ETag") == "" ||
 		resp.Header.Get("X-Repo-Commit") == "" || resp.Header.Get("ETag") == "" || !strings.HasPrefix(resp.Header.Get("Location"), "/cdn/org/model/main/model.safetensors") {
@@ -81,6 +82,13 @@ func TestRangesAndRedirect(t *testing.T) {
 	resp, body := get(t, cdn, nil)
 	if resp.StatusCode != 200 || len(body) != 1000 {
 		t.Errorf("whole file: %d %d", resp.StatusCode, len(body))
+	}
+	// An empty file has no byte to give to any range, a suffix one included.
+	for _, rng := range []string{"bytes=-5", "bytes=0-"} {
+		resp, _ := get(t, srv.URL+"/org/model/resolve/main/sub/empty.txt", map[string]string{"Range": rng})
+		if resp.StatusCode != 416 || resp.Header.Get("Content-Range") != "bytes */0" {
+			t.Errorf("empty file, %s: %d %q, want 416 bytes */0", rng, resp.StatusCode, resp.Header.Get("Content-Range"))
+		}
 	}
 	// A small file is served straight from resolve, with Range too.
 	resp, body = get(t, srv.URL+"/org/model/resolve/main/config.json", map[string]string{"Range": "bytes=1-3"})

@@ -124,6 +124,9 @@ func parseRange(v string, size int64) (start, length int64, partial bool, err er
 		if err != nil || n <= 0 {
 			return 0, 0, false, fmt.Errorf("bad range %q", v)
 		}
+		if size == 0 { // no last byte to give: RFC 9110 §14.1.3
+			return 0, 0, false, fmt.Errorf("range %q of an empty file", v)
+		}
 		n = min(n, size)
 		return size - n, n, true, nil
 	default:
