@@ -233,7 +233,9 @@ func histogram(v []float32, st scheme.Stats, bins int) Histogram {
 	if st.NaN+st.Inf == len(v) { // nothing finite to bin
 		h.Lo, h.Hi = 0, 1
 	} else if st.Max <= st.Min {
-		h.Hi = h.Lo + 1
+		// One value: a bin around it that float64 can tell from it (Lo + 1
+		// is Lo itself once |Lo| ≥ 2^53).
+		h.Hi = h.Lo + max(1, math.Abs(h.Lo)*0x1p-20)
 	}
 	w := (h.Hi - h.Lo) / float64(bins)
 	for _, x := range v {
@@ -241,7 +243,11 @@ func histogram(v []float32, st scheme.Stats, bins int) Histogram {
 		if f != f || math.IsInf(f, 0) {
 			continue
 		}
-		h.Counts[min(int((f-h.Lo)/w), bins-1)]++
+		k := (f - h.Lo) / w // clamped as a float: int() of a NaN or ±Inf is no index
+		if !(k >= 0) {
+			k = 0
+		}
+		h.Counts[int(min(k, float64(bins-1)))]++
 	}
 	return h
 }

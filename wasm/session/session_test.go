@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/quantscope/quantscope/companion/localhub"
 	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/synth"
 )
 
@@ -161,5 +163,33 @@ func TestClassify(t *testing.T) {
 	_, err = Open(context.Background(), "org/x", Options{Endpoint: "http://127.0.0.1:1"})
 	if info := Classify(err); info.Kind != "network" {
 		t.Errorf("refused: %+v", info)
+	}
+}
+
+// The sample's histogram of a module whose values are all one huge number
+// (or span float32's whole range) bins every finite value, where Lo + 1 once
+// equalled Lo and a NaN bin index panicked.
+func TestHistogramExtremes(t *testing.T) {
+	for _, v := range [][]float32{
+		{1e20, 1e20, 1e20},
+		{1e16},
+		{-3e38, -3e38},
+		{-3.4e38, 3.4e38, 0},
+		{1, float32(math.NaN()), float32(math.Inf(1))},
+	} {
+		h := histogram(v, scheme.ValueStats(v), 8)
+		n := 0
+		for _, c := range h.Counts {
+			n += c
+		}
+		finite := 0
+		for _, x := range v {
+			if !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) {
+				finite++
+			}
+		}
+		if n != finite || !(h.Hi > h.Lo) {
+			t.Errorf("%v: %d of %d finite values binned, range [%g, %g]", v, n, finite, h.Lo, h.Hi)
+		}
 	}
 }
