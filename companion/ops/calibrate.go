@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"strings"
 
 	"github.com/quantscope/quantscope/calib"
 	"github.com/quantscope/quantscope/model"
@@ -143,10 +142,12 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 		if err != nil {
 			return nil, err
 		}
-		f := File{Name: "local_hessian." + p.Module + ".f32", Data: calib.F32Bytes(x)}
+		// The module's name is the repo's: a "/" or "\\" in it must not
+		// make a path, and the file is written inside the folder only.
+		stem := "local_hessian." + strings.NewReplacer("/", "_", "\\", "_").Replace(p.Module)
+		f := File{Name: fitName(stem, ".f32"), Data: calib.F32Bytes(x)}
 		if env.WriteDir != "" {
-			f.Path = filepath.Join(env.WriteDir, f.Name)
-			if err := os.WriteFile(f.Path, f.Data, 0o644); err != nil {
+			if f.Path, err = writeUnder("calibrate", env.WriteDir, f.Name, f.Data); err != nil {
 				return nil, err
 			}
 			f.Data = nil

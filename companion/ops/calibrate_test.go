@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/quantscope/quantscope/calib"
@@ -83,5 +84,18 @@ func TestCalibrateOpDump(t *testing.T) {
 	}
 	if st, err := os.Stat(res.Files[0].Path); err != nil || st.Size() != 8*256*4 {
 		t.Fatalf("written: %v %v", st, err)
+	}
+	// The dump stays inside the output folder: a link there to a file
+	// outside it is not written through.
+	outside := filepath.Join(t.TempDir(), "precious")
+	os.WriteFile(outside, []byte("keep"), 0o644)
+	env.WriteDir = t.TempDir()
+	os.Symlink(outside, filepath.Join(env.WriteDir, "local_hessian.model.layers.0.self_attn.o_proj.f32"))
+	_, err = op(context.Background(), env, "", json.RawMessage(`{"pass":"local_hessian","data":"`+data+`","module":"model.layers.0.self_attn.o_proj"}`))
+	if err == nil || !strings.Contains(err.Error(), "rule calibrate-path") {
+		t.Errorf("a dump through a link out of the folder: %v", err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "keep" {
+		t.Errorf("the file outside the folder now holds %d bytes", len(b))
 	}
 }

@@ -89,17 +89,21 @@ func (p *QuantizeParams) normalize() error {
 // a binary frame ("file:" + name, proto.MaxNameLen = 1024 bytes).
 const maxFileName = 1000
 
-// outName is the file's name: out, else MODULE.FORMAT.safetensors, the
-// module's name cut to fit (a repo's tensor names have no length limit).
+// outName is the file's name: out, else MODULE.FORMAT.safetensors.
 func outName(out, module, format string) string {
 	if out != "" {
 		return filepath.Base(out)
 	}
-	suffix := "." + format + ".safetensors"
-	if len(module)+len(suffix) > maxFileName {
-		module = strings.ToValidUTF8(module[:maxFileName-len(suffix)], "")
+	return fitName(module, "."+format+".safetensors")
+}
+
+// fitName is stem + suffix with the stem cut to fit maxFileName (a repo's
+// tensor and module names have no length limit), its last path element.
+func fitName(stem, suffix string) string {
+	if len(stem)+len(suffix) > maxFileName {
+		stem = strings.ToValidUTF8(stem[:maxFileName-len(suffix)], "")
 	}
-	return filepath.Base(module + suffix)
+	return filepath.Base(stem + suffix)
 }
 
 func (p *QuantizeParams) block() ([2]int, error) {
@@ -244,7 +248,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 	}
 	file := File{Name: outName(p.Out, module, p.Format)}
 	if p.Path != "" {
-		if file.Path, err = writeUnder(env.WriteDir, p.Path, data); err != nil {
+		if file.Path, err = writeUnder("quantize", env.WriteDir, p.Path, data); err != nil {
 			return nil, err
 		}
 		file.Name = filepath.Base(file.Path)
@@ -267,20 +271,20 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 // writeUnder writes data at the relative path rel inside dir, confined to
 // dir by os.Root (no absolute paths, no "..", no symbolic link out of it),
 // and returns the path written.
-func writeUnder(dir, rel string, data []byte) (string, error) {
+func writeUnder(op, dir, rel string, data []byte) (string, error) {
 	if dir == "" {
-		return "", fmt.Errorf("quantize: rule quantize-path: this companion writes no files (start it with `quantscope serve --out-dir DIR` to allow paths under DIR); %q was not written", rel)
+		return "", fmt.Errorf("%s: rule %s-path: this companion writes no files (start it with `quantscope serve --out-dir DIR` to allow paths under DIR); %q was not written", op, op, rel)
 	}
 	if !filepath.IsLocal(rel) {
-		return "", fmt.Errorf("quantize: rule quantize-path: %q is not a relative path inside the companion's output folder %s", rel, dir)
+		return "", fmt.Errorf("%s: rule %s-path: %q is not a relative path inside the companion's output folder %s", op, op, rel, dir)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return "", fmt.Errorf("quantize: the output folder: %w", err)
+		return "", fmt.Errorf("%s: the output folder: %w", op, err)
 	}
 	defer root.Close()
 	if err := root.WriteFile(rel, data, 0o644); err != nil {
-		return "", fmt.Errorf("quantize: rule quantize-path: writing %q under %s: %w", rel, dir, err)
+		return "", fmt.Errorf("%s: rule %s-path: writing %q under %s: %w", op, op, rel, dir, err)
 	}
 	return filepath.Join(dir, rel), nil
 }
