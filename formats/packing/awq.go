@@ -15,7 +15,7 @@ func PackAWQ(codes []uint8, rows, cols int) ([]byte, error) {
 	if cols%8 != 0 {
 		return nil, &LayoutError{Layout: "awq", Rule: "packed-size", Msg: fmt.Sprintf("%d columns are not a multiple of 8", cols)}
 	}
-	if len(codes) != rows*cols {
+	if n, ok := mulInt(rows, cols); !ok || len(codes) != n {
 		return nil, fmt.Errorf("packing awq: %d codes for [%d, %d]", len(codes), rows, cols)
 	}
 	out := make([]byte, rows*cols/2)
@@ -36,11 +36,18 @@ func UnpackAWQ(dst []uint8, packed []byte, rows, cols int) error {
 	if cols%8 != 0 {
 		return &LayoutError{Layout: "awq", Rule: "packed-size", Msg: fmt.Sprintf("%d columns are not a multiple of 8", cols)}
 	}
-	if want := uint64(rows) * uint64(cols) / 2; uint64(len(packed)) != want {
-		return sizeErr("awq", uint64(len(packed)), want, fmt.Sprintf("[%d, %d] at 4 bits", rows, cols))
+	n, ok := mulInt(rows, cols)
+	if !ok {
+		return tooLarge("awq", fmt.Sprintf("[%d, %d]", rows, cols))
 	}
-	if len(dst) < rows*cols {
-		return fmt.Errorf("packing awq: destination holds %d codes, need %d", len(dst), rows*cols)
+	if len(packed) != n/2 {
+		return sizeErr("awq", uint64(len(packed)), uint64(n/2), fmt.Sprintf("[%d, %d] at 4 bits", rows, cols))
+	}
+	if len(dst) < n {
+		return fmt.Errorf("packing awq: destination holds %d codes, need %d", len(dst), n)
+	}
+	if n == 0 {
+		return nil
 	}
 	for r := range rows {
 		for c := range cols / 8 {

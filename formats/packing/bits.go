@@ -12,6 +12,8 @@ package packing
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	mbits "math/bits"
 )
 
 // LayoutError reports packed data whose size or parameters do not fit the layout.
@@ -65,4 +67,27 @@ func checkBits(layout string, bits int) error {
 		return &LayoutError{Layout: layout, Rule: "CT-001", Msg: fmt.Sprintf("num_bits %d is outside 1..8", bits)}
 	}
 	return nil
+}
+
+// mulInt is the product of non-negative ints, and whether it is one: false
+// for a negative factor or a product past math.MaxInt (dimensions from a
+// hostile header wrap otherwise into a size that matches a short buffer).
+func mulInt(xs ...int) (int, bool) {
+	p := uint64(1)
+	for _, x := range xs {
+		if x < 0 {
+			return 0, false
+		}
+		hi, lo := mbits.Mul64(p, uint64(x))
+		if hi != 0 || lo > math.MaxInt {
+			return 0, false
+		}
+		p = lo
+	}
+	return int(p), true
+}
+
+// tooLarge is the error for dimensions whose sizes no int holds.
+func tooLarge(layout, what string) error {
+	return &LayoutError{Layout: layout, Rule: "packed-size", Msg: what + " is negative or too large to address"}
 }

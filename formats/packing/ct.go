@@ -47,16 +47,28 @@ func CTLayoutForVersion(version string) CTLayout {
 	return CTBitstream
 }
 
-// CTWordsPerRow is the packed width P of a row of cols b-bit values.
+// CTWordsPerRow is the packed width P of a row of cols b-bit values (0 for
+// bits outside 1..8 or a negative cols). It is exact for any cols: no
+// intermediate product can overflow.
 func CTWordsPerRow(cols, bits int, l CTLayout) int {
 	if bits < 1 || bits > 8 || cols < 0 {
 		return 0
 	}
 	if l == CTPerWord {
 		per := 32 / bits
-		return (cols + per - 1) / per
+		return ceilDiv(cols, per)
 	}
-	return (cols*bits + 31) / 32
+	// cols = 32q + r: q·b whole words, then r·b < 256 bits.
+	return cols/32*bits + (cols%32*bits+31)/32
+}
+
+// ceilDiv is ⌈a/b⌉ for a ≥ 0, b > 0, without forming a + b − 1.
+func ceilDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
 }
 
 func ctBitPos(i, bits int, l CTLayout) uint64 {
@@ -74,7 +86,7 @@ func PackCT(codes []int8, rows, cols, bits int, l CTLayout) ([]byte, error) {
 	if err := checkBits(l.String(), bits); err != nil {
 		return nil, err
 	}
-	if len(codes) != rows*cols {
+	if n, ok := mulInt(rows, cols); !ok || len(codes) != n {
 		return nil, fmt.Errorf("packing %s: %d codes for a [%d, %d] matrix", l, len(codes), rows, cols)
 	}
 	p := CTWordsPerRow(cols, bits, l)
@@ -100,11 +112,19 @@ func UnpackCT(dst []int8, packed []byte, rows, cols, bits int, l CTLayout) error
 		return err
 	}
 	p := CTWordsPerRow(cols, bits, l)
-	if want := uint64(rows) * uint64(p) * 4; uint64(len(packed)) != want {
-		return sizeErr(l.String(), uint64(len(packed)), want, fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits))
+	n, ok1 := mulInt(rows, cols)
+	want, ok2 := mulInt(rows, p, 4)
+	if !ok1 || !ok2 {
+		return tooLarge(l.String(), fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits))
 	}
-	if len(dst) < rows*cols {
-		return fmt.Errorf("packing %s: destination holds %d codes, need %d", l, len(dst), rows*cols)
+	if len(packed) != want {
+		return sizeErr(l.String(), uint64(len(packed)), uint64(want), fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits))
+	}
+	if len(dst) < n {
+		return fmt.Errorf("packing %s: destination holds %d codes, need %d", l, len(dst), n)
+	}
+	if n == 0 {
+		return nil // no codes: no loop over the other dimension's 2^62 rows
 	}
 	off := int32(1) << (bits - 1)
 	for r := range rows {
@@ -129,10 +149,10 @@ func UnpackCT(dst []int8, packed []byte, rows, cols, bits int, l CTLayout) error
 // PackCTDim0 packs a [rows, cols] matrix of signed codes along dim 0, as
 // compressed-tensors packs weight_zero_point: the result is [P(rows), cols].
 func PackCTDim0(codes []int8, rows, cols, bits int, l CTLayout) ([]byte, error) {
-	t := make([]int8, len(codes))
-	if len(codes) != rows*cols {
+	if n, ok := mulInt(rows, cols); !ok || len(codes) != n {
 		return nil, fmt.Errorf("packing %s: %d codes for a [%d, %d] matrix", l, len(codes), rows, cols)
 	}
+	t := make([]int8, len(codes))
 	for r := range rows {
 		for c := range cols {
 			t[c*rows+r] = codes[r*cols+c]
@@ -159,11 +179,19 @@ func UnpackCTDim0(dst []int8, packed []byte, rows, cols, bits int, l CTLayout) e
 		return err
 	}
 	p := CTWordsPerRow(rows, bits, l)
-	if want := uint64(p) * uint64(cols) * 4; uint64(len(packed)) != want {
-		return sizeErr(l.String(), uint64(len(packed)), want, fmt.Sprintf("zero points [%d, %d] packed on dim 0", rows, cols))
+	n, ok1 := mulInt(rows, cols)
+	want, ok2 := mulInt(p, cols, 4)
+	if !ok1 || !ok2 {
+		return tooLarge(l.String(), fmt.Sprintf("zero points [%d, %d] packed on dim 0", rows, cols))
 	}
-	if len(dst) < rows*cols {
-		return fmt.Errorf("packing %s: destination holds %d codes, need %d", l, len(dst), rows*cols)
+	if len(packed) != want {
+		return sizeErr(l.String(), uint64(len(packed)), uint64(want), fmt.Sprintf("zero points [%d, %d] packed on dim 0", rows, cols))
+	}
+	if len(dst) < n {
+		return fmt.Errorf("packing %s: destination holds %d codes, need %d", l, len(dst), n)
+	}
+	if n == 0 {
+		return nil
 	}
 	col := make([]byte, 4*p)
 	off := int32(1) << (bits - 1)

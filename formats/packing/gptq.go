@@ -1,6 +1,9 @@
 package packing
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // GPTQ packs qweight [in·b/32, out] along the input dimension: column j is a
 // little-endian bitstream of its in values, element 0 in the low bits (3-bit
@@ -11,6 +14,9 @@ import "fmt"
 func GPTQWeightRows(in, bits int) (int, error) {
 	if bits != 2 && bits != 3 && bits != 4 && bits != 8 {
 		return 0, &LayoutError{Layout: "gptq", Rule: "bits", Msg: fmt.Sprintf("GPTQ bits must be 2, 3, 4 or 8, not %d", bits)}
+	}
+	if in < 0 || in > math.MaxInt/8 {
+		return 0, tooLarge("gptq", fmt.Sprintf("%d inputs", in))
 	}
 	if in*bits%32 != 0 {
 		return 0, &LayoutError{Layout: "gptq", Rule: "packed-size", Msg: fmt.Sprintf("%d inputs at %d bits do not fill whole int32 words", in, bits)}
@@ -48,11 +54,19 @@ func UnpackGPTQWeight(dst []uint8, qweight []byte, in, out, bits int) error {
 	if err != nil {
 		return err
 	}
-	if want := uint64(rows) * uint64(out) * 4; uint64(len(qweight)) != want {
-		return sizeErr("gptq", uint64(len(qweight)), want, fmt.Sprintf("qweight for [%d, %d] at %d bits", in, out, bits))
+	n, ok1 := mulInt(in, out)
+	want, ok2 := mulInt(rows, out, 4)
+	if !ok1 || !ok2 {
+		return tooLarge("gptq", fmt.Sprintf("qweight for [%d, %d]", in, out))
 	}
-	if len(dst) < in*out {
-		return fmt.Errorf("packing gptq: destination holds %d codes, need %d", len(dst), in*out)
+	if len(qweight) != want {
+		return sizeErr("gptq", uint64(len(qweight)), uint64(want), fmt.Sprintf("qweight for [%d, %d] at %d bits", in, out, bits))
+	}
+	if len(dst) < n {
+		return fmt.Errorf("packing gptq: destination holds %d codes, need %d", len(dst), n)
+	}
+	if n == 0 {
+		return nil
 	}
 	col := make([]byte, 4*rows)
 	for j := range out {
@@ -90,12 +104,20 @@ func UnpackRowBits(dst []uint8, packed []byte, rows, cols, bits int) error {
 	if err := checkBits("gptq-qzeros", bits); err != nil {
 		return err
 	}
-	p := (cols*bits + 31) / 32
-	if want := uint64(rows) * uint64(p) * 4; uint64(len(packed)) != want {
-		return sizeErr("gptq-qzeros", uint64(len(packed)), want, fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits))
+	p := CTWordsPerRow(cols, bits, CTBitstream) // the same bitstream a row
+	n, ok1 := mulInt(rows, cols)
+	want, ok2 := mulInt(rows, p, 4)
+	if !ok1 || !ok2 {
+		return tooLarge("gptq-qzeros", fmt.Sprintf("[%d, %d]", rows, cols))
 	}
-	if len(dst) < rows*cols {
-		return fmt.Errorf("packing gptq-qzeros: destination holds %d codes, need %d", len(dst), rows*cols)
+	if len(packed) != want {
+		return sizeErr("gptq-qzeros", uint64(len(packed)), uint64(want), fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits))
+	}
+	if len(dst) < n {
+		return fmt.Errorf("packing gptq-qzeros: destination holds %d codes, need %d", len(dst), n)
+	}
+	if n == 0 {
+		return nil
 	}
 	for r := range rows {
 		row := packed[4*r*p : 4*(r+1)*p]
@@ -118,15 +140,23 @@ func UnpackGPTQColumns(dst []uint8, rows []byte, out, bits, i0, i1, o0, o1 int) 
 	if bits != 2 && bits != 3 && bits != 4 && bits != 8 {
 		return &LayoutError{Layout: "gptq", Rule: "bits", Msg: fmt.Sprintf("GPTQ bits must be 2, 3, 4 or 8, not %d", bits)}
 	}
-	r0, r1 := GPTQWordRows(i0, i1, bits)
-	if i0 < 0 || i1 < i0 || o0 < 0 || o1 < o0 || o1 > out {
+	if i0 < 0 || i1 < i0 || i1 > math.MaxInt/8 || o0 < 0 || o1 < o0 || o1 > out {
 		return fmt.Errorf("packing gptq: window inputs %d:%d outputs %d:%d of %d", i0, i1, o0, o1, out)
 	}
-	if want := uint64(r1-r0) * uint64(out) * 4; uint64(len(rows)) != want {
-		return sizeErr("gptq", uint64(len(rows)), want, fmt.Sprintf("qweight rows %d:%d of %d outputs", r0, r1, out))
+	r0, r1 := GPTQWordRows(i0, i1, bits)
+	n, ok1 := mulInt(i1-i0, o1-o0)
+	want, ok2 := mulInt(r1-r0, out, 4)
+	if !ok1 || !ok2 {
+		return tooLarge("gptq", fmt.Sprintf("window inputs %d:%d of %d outputs", i0, i1, out))
 	}
-	if len(dst) < (i1-i0)*(o1-o0) {
-		return fmt.Errorf("packing gptq: destination holds %d codes, need %d", len(dst), (i1-i0)*(o1-o0))
+	if len(rows) != want {
+		return sizeErr("gptq", uint64(len(rows)), uint64(want), fmt.Sprintf("qweight rows %d:%d of %d outputs", r0, r1, out))
+	}
+	if len(dst) < n {
+		return fmt.Errorf("packing gptq: destination holds %d codes, need %d", len(dst), n)
+	}
+	if n == 0 {
+		return nil // nothing to unpack: no column buffer sized by the inputs alone
 	}
 	col := make([]byte, 4*(r1-r0))
 	w := o1 - o0

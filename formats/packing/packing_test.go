@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -304,5 +305,67 @@ func TestGPTQColumns(t *testing.T) {
 	}
 	if err := UnpackGPTQColumns(make([]uint8, 8), make([]byte, 3), 2, 4, 0, 8, 0, 1); err == nil {
 		t.Error("short rows accepted")
+	}
+}
+
+// Dimensions from a hostile header whose products pass 2^64 are refused,
+// not wrapped into a size that matches a short buffer.
+func TestHugeDimensions(t *testing.T) {
+	for _, c := range []struct {
+		cols, bits int
+		l          CTLayout
+		want       int
+	}{
+		{1<<62 + 1, 4, CTBitstream, 1<<59 + 1},
+		{math.MaxInt, 8, CTBitstream, 1 << 61},
+		{math.MaxInt, 3, CTBitstream, 3 << 58},
+		{math.MaxInt, 3, CTPerWord, math.MaxInt/10 + 1},
+		{100, 3, CTBitstream, 10},
+		{100, 3, CTPerWord, 10},
+	} {
+		if got := CTWordsPerRow(c.cols, c.bits, c.l); got != c.want {
+			t.Errorf("CTWordsPerRow(%d, %d, %v) = %d, want %d", c.cols, c.bits, c.l, got, c.want)
+		}
+	}
+	// Buffers the size a wrapped product asks for: 4 × (2^62+1) codes
+	// wrapped to 4, 2^40 rows of 2^38 words to 0 bytes.
+	var le *LayoutError
+	for _, c := range []struct {
+		rows, cols, bits int
+		packed           []byte
+	}{
+		{4, 1<<62 + 1, 4, make([]byte, 16)},
+		{1 << 40, 1 << 40, 8, nil},
+		{-1, 8, 4, nil},
+	} {
+		for _, l := range []CTLayout{CTBitstream, CTPerWord} {
+			if err := UnpackCT(make([]int8, 16), c.packed, c.rows, c.cols, c.bits, l); !errors.As(err, &le) || le.Rule != "packed-size" {
+				t.Errorf("UnpackCT [%d, %d] %v: %v", c.rows, c.cols, l, err)
+			}
+			if err := UnpackCTDim0(make([]int8, 16), c.packed, c.cols, c.rows, c.bits, l); err == nil {
+				t.Errorf("UnpackCTDim0 [%d, %d] %v accepted", c.cols, c.rows, l)
+			}
+			if _, err := PackCT(make([]int8, 4), c.rows, c.cols, c.bits, l); err == nil {
+				t.Errorf("PackCT [%d, %d] %v accepted", c.rows, c.cols, l)
+			}
+		}
+		if err := UnpackRowBits(make([]uint8, 16), c.packed, c.rows, c.cols, c.bits); err == nil {
+			t.Errorf("UnpackRowBits [%d, %d] accepted", c.rows, c.cols)
+		}
+	}
+}
+
+// A window with no outputs unpacks nothing: no buffer sized by its 2^47
+// inputs (a header of no bytes once asked for 64 TiB here).
+func TestGPTQColumnsEmptyWindow(t *testing.T) {
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	err := UnpackGPTQColumns(nil, nil, 0, 4, 0, 1<<47, 0, 0)
+	runtime.ReadMemStats(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b.TotalAlloc - a.TotalAlloc; n > 1<<16 {
+		t.Fatalf("an empty window allocated %d bytes", n)
 	}
 }

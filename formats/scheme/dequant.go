@@ -2,6 +2,8 @@ package scheme
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/packing"
@@ -67,8 +69,11 @@ func DequantizeWindow(m *Module, r TensorReader, lo, hi, c0, c1 int) ([]float32,
 	if lo < 0 || hi < lo || uint64(hi) > rows {
 		return nil, &DequantError{Module: m.Name, Rule: "rows", Msg: fmt.Sprintf("rows %d:%d outside 0:%d", lo, hi, rows)}
 	}
-	if uint64(hi-lo)*cols > maxDequantElems {
-		return nil, &DequantError{Module: m.Name, Rule: "rows", Msg: fmt.Sprintf("%d rows of %d values exceed the %d-value limit of one call; ask for fewer rows", hi-lo, cols, maxDequantElems)}
+	if err := checkLimit(m, hi-lo, cols); err != nil {
+		return nil, err
+	}
+	if rows == 0 || cols == 0 {
+		return []float32{}, nil // an empty weight: no values, and nothing stored to read
 	}
 	d := &dq{m: m, r: r, lo: lo, hi: hi, rows: int(rows), cols: int(cols), c0: c0, c1: c1}
 	switch m.Layout {
@@ -87,6 +92,19 @@ func DequantizeWindow(m *Module, r TensorReader, lo, hi, c0, c1 int) ([]float32,
 		copy(out[k*w:(k+1)*w], v[k*int(cols)+c0:k*int(cols)+c1])
 	}
 	return out, nil
+}
+
+// checkLimit refuses a call for more than maxDequantElems values, or on
+// rows wider than that: a header can claim any width for a weight with no
+// rows (its bytes are none), and the decoders size buffers by the width.
+func checkLimit(m *Module, n int, cols uint64) error {
+	if cols > maxDequantElems {
+		return &DequantError{Module: m.Name, Tensor: m.Primary(), Rule: "columns", Msg: fmt.Sprintf("rows of %d values exceed the %d-value limit of one call", cols, maxDequantElems)}
+	}
+	if hi, v := bits.Mul64(uint64(n), cols); hi != 0 || v > maxDequantElems {
+		return &DequantError{Module: m.Name, Tensor: m.Primary(), Rule: "rows", Msg: fmt.Sprintf("%d rows of %d values exceed the %d-value limit of one call; ask for fewer rows", n, cols, maxDequantElems)}
+	}
+	return nil
 }
 
 // rowsOf decodes whole rows [d.lo, d.hi) of the formats stored row by row.
@@ -133,10 +151,20 @@ func (d *dq) need(role string) (*TensorInfo, error) {
 
 // rowBytes reads rows [lo, hi) of a tensor whose rows each take rowLen bytes.
 func (d *dq) rowBytes(t *TensorInfo, rowLen, lo, hi int) ([]byte, error) {
-	if uint64(hi)*uint64(rowLen) > t.NBytes {
-		return nil, d.fail(t, "tensor-size", fmt.Sprintf("needs %d bytes for %d rows, holds %d", uint64(hi)*uint64(rowLen), hi, t.NBytes))
+	if need, ok := rowsSize(rowLen, hi); !ok || need > t.NBytes {
+		return nil, d.fail(t, "tensor-size", fmt.Sprintf("needs %d bytes for %d rows, holds %d", need, hi, t.NBytes))
 	}
 	return d.r.ReadTensor(t.Name, int64(lo)*int64(rowLen), int64(hi-lo)*int64(rowLen))
+}
+
+// rowsSize is the bytes of n rows of rowLen bytes, and false when that
+// passes 2^63 (it is then the largest uint64).
+func rowsSize(rowLen, n int) (uint64, bool) {
+	hi, lo := bits.Mul64(uint64(rowLen), uint64(n))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxUint64, false
+	}
+	return lo, true
 }
 
 func (d *dq) all(t *TensorInfo) ([]byte, error) { return d.r.ReadTensor(t.Name, 0, int64(t.NBytes)) }
@@ -162,7 +190,20 @@ func (d *dq) scalar(t *TensorInfo) (float32, error) {
 	if err != nil {
 		return 0, err
 	}
+	if len(v) != 1 {
+		return 0, d.fail(t, "scale-dtype", fmt.Sprintf("%d bytes of %s hold %d values, not one", len(b), t.DType, len(v)))
+	}
 	return v[0], nil
+}
+
+// scaleBytes is the bytes an element of a scale or zero-point tensor takes.
+// A sub-byte dtype (F4, F6) packs several a byte, which no layout here
+// reads: it is refused, naming the tensor.
+func (d *dq) scaleBytes(t *TensorInfo) (int, error) {
+	if !wholeBytes(t.DType) {
+		return 0, d.fail(t, "scale-dtype", fmt.Sprintf("%s is %d bits an element: scales and zero points take whole bytes", t.DType, t.DType.Bits()))
+	}
+	return int(t.DType.Bits() / 8), nil
 }
 
 func (d *dq) dense() ([]float32, error) {
@@ -207,6 +248,10 @@ func (g *grid) at(r, c int) float32 { return g.vals[(r/g.rowDiv-g.base)*g.cols+c
 // block, when set, is the declared block size (a partial last block makes
 // the shape alone ambiguous).
 func (d *dq) scaleGrid(t *TensorInfo, groupCols int, block []int) (*grid, error) {
+	eb, err := d.scaleBytes(t)
+	if err != nil {
+		return nil, err
+	}
 	n := t.elements()
 	if n == 0 {
 		return nil, d.fail(t, "scale-shape", "empty scale tensor")
@@ -218,7 +263,6 @@ func (d *dq) scaleGrid(t *TensorInfo, groupCols int, block []int) (*grid, error)
 		}
 		return &grid{vals: []float32{v}, cols: 1, rowDiv: d.rows + 1, colDiv: d.cols + 1}, nil
 	}
-	eb := int(max(t.DType.Bits()/8, 1))
 	sRows, sCols := uint64(1), n
 	if len(t.Shape) >= 2 {
 		sCols = t.Shape[len(t.Shape)-1]
@@ -342,6 +386,9 @@ func (d *dq) mxfp4() ([]float32, error) {
 		return nil, d.fail(w, "mxfp4-shape", fmt.Sprintf("%d columns are not a multiple of the 32-value block", d.cols))
 	}
 	groups := d.cols / 32
+	if sc.DType.Bits() != 8 { // one E8M0 exponent a byte
+		return nil, d.fail(sc, "scale-dtype", fmt.Sprintf("MXFP4 scales are 8-bit exponents, this one is %s", sc.DType))
+	}
 	if sc.elements() != uint64(d.rows*groups) {
 		return nil, d.fail(sc, "scale-shape", fmt.Sprintf("want %d scales (%d rows × %d blocks), shape is %v", d.rows*groups, d.rows, groups, sc.Shape))
 	}
@@ -441,10 +488,14 @@ func (d *dq) ctScales(sc *TensorInfo, lo, hi int) ([]float32, int, error) {
 		groups = sc.Shape[len(sc.Shape)-1]
 		sRows = sc.elements() / max(groups, 1)
 	}
-	if sRows != uint64(d.rows) || groups == 0 {
+	if sRows != uint64(d.rows) || groups == 0 || groups > uint64(d.cols) {
 		return nil, 0, d.fail(sc, "scale-shape", fmt.Sprintf("want [%d, groups], shape is %v", d.rows, sc.Shape))
 	}
-	sb, err := d.rowBytes(sc, int(groups)*int(sc.DType.Bits()/8), lo, hi)
+	eb, err := d.scaleBytes(sc)
+	if err != nil {
+		return nil, 0, err
+	}
+	sb, err := d.rowBytes(sc, int(groups)*eb, lo, hi)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -468,11 +519,11 @@ func (d *dq) ctZeroPoints(bits int, l packing.CTLayout, groups int) ([]int8, err
 	if len(d.m.WeightShape) == 3 {
 		stack, out = int(d.m.WeightShape[0]), int(d.m.WeightShape[1])
 	}
-	zeros := make([]int8, d.rows*groups)
 	per := 4 * packing.CTWordsPerRow(out, bits, l) * groups
-	if len(zb) != stack*per {
-		return nil, d.fail(z, "CT-003", fmt.Sprintf("zero points hold %d bytes, %d slices of [%d, %d] packed on dim 0 need %d", len(zb), stack, out, groups, stack*per))
+	if uint64(len(zb)) != uint64(stack)*uint64(per) {
+		return nil, d.fail(z, "CT-003", fmt.Sprintf("zero points hold %d bytes, %d slices of [%d, %d] packed on dim 0 need %d", len(zb), stack, out, groups, uint64(stack)*uint64(per)))
 	}
+	zeros := make([]int8, d.rows*groups)
 	for e := range stack {
 		if err := packing.UnpackCTDim0(zeros[e*out*groups:(e+1)*out*groups], zb[e*per:(e+1)*per], out, groups, bits, l); err != nil {
 			return nil, d.fail(z, "CT-003", err.Error())

@@ -1,39 +1,28 @@
 package scheme
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
 	"github.com/quantscope/quantscope/formats/packing"
+	"github.com/quantscope/quantscope/formats/safetensors"
 )
 
 // GPTQ and AWQ pack along the input dimension, so every logical row (an
 // output channel) shares each stored word with its neighbours: a window of
 // input columns is what can be read narrowly, not a band of rows.
 
-// groupOf maps input column i to its scale group: g_idx when stored, else i/size.
+// groupIndex maps input column i to its scale group: g_idx when stored,
+// else i/size.
 func (d *dq) groupIndex(role string, in, groups, size int) ([]int32, error) {
-	idx := make([]int32, in)
 	if t, ok := d.m.infos.lookup(role); ok {
 		if t.elements() != uint64(in) {
 			return nil, d.fail(t, "g_idx", fmt.Sprintf("has %d entries for %d input columns", t.elements(), in))
 		}
-		b, err := d.all(t)
-		if err != nil {
-			return nil, err
-		}
-		v, err := d.floats(t, b)
-		if err != nil {
-			return nil, err
-		}
-		for i, x := range v {
-			if x < 0 || int(x) >= groups || x != float32(math.Trunc(float64(x))) {
-				return nil, d.fail(t, "g_idx", fmt.Sprintf("entry %d is %v, outside 0..%d", i, x, groups-1))
-			}
-			idx[i] = int32(x)
-		}
-		return idx, nil
+		return d.gIdx(t, groups)
 	}
+	idx := make([]int32, in)
 	if size <= 0 {
 		size = (in + groups - 1) / groups
 	}
@@ -41,6 +30,81 @@ func (d *dq) groupIndex(role string, in, groups, size int) ([]int32, error) {
 		idx[i] = int32(min(i/max(size, 1), groups-1))
 	}
 	return idx, nil
+}
+
+// gIdx reads a stored g_idx: every entry must be a whole number in
+// 0..groups−1. Integer dtypes are compared as integers, floats in float64
+// before any conversion (an int conversion of +Inf, NaN or 1e20 is
+// MinInt64 on amd64, which a "≥ groups" test lets through).
+func (d *dq) gIdx(t *TensorInfo, groups int) ([]int32, error) {
+	b, err := d.all(t)
+	if err != nil {
+		return nil, err
+	}
+	limit := int64(min(groups, math.MaxInt32)) // an entry must fit the int32 it is kept in
+	bad := func(i int, x any) error {
+		return d.fail(t, "g_idx", fmt.Sprintf("entry %d is %v, outside 0..%d", i, x, limit-1))
+	}
+	if ints, ok := intValues(t.DType, b); ok {
+		idx := make([]int32, len(ints))
+		for i, x := range ints {
+			if x < 0 || x >= limit {
+				if t.DType == safetensors.U64 { // saturated: show the stored value
+					return nil, bad(i, binary.LittleEndian.Uint64(b[8*i:]))
+				}
+				return nil, bad(i, x)
+			}
+			idx[i] = int32(x)
+		}
+		return idx, nil
+	}
+	v, err := d.floats(t, b)
+	if err != nil {
+		return nil, err
+	}
+	idx := make([]int32, len(v))
+	for i, x := range v {
+		f := float64(x)
+		if !(f >= 0 && f < float64(limit)) || f != math.Trunc(f) {
+			return nil, bad(i, x)
+		}
+		idx[i] = int32(f)
+	}
+	return idx, nil
+}
+
+// intValues decodes little-endian integers exactly (U64 values past
+// MaxInt64 saturate to it); ok is false for dtypes that are not integers.
+func intValues(dt safetensors.DType, b []byte) (v []int64, ok bool) {
+	switch dt {
+	case safetensors.I8, safetensors.U8, safetensors.I16, safetensors.U16, safetensors.I32, safetensors.U32, safetensors.I64, safetensors.U64:
+	default:
+		return nil, false
+	}
+	n := int(dt.Bits() / 8)
+	v = make([]int64, len(b)/n)
+	for i := range v {
+		e := b[i*n : (i+1)*n]
+		switch dt {
+		case safetensors.I8:
+			v[i] = int64(int8(e[0]))
+		case safetensors.U8:
+			v[i] = int64(e[0])
+		case safetensors.I16:
+			v[i] = int64(int16(binary.LittleEndian.Uint16(e)))
+		case safetensors.U16:
+			v[i] = int64(binary.LittleEndian.Uint16(e))
+		case safetensors.I32:
+			v[i] = int64(int32(binary.LittleEndian.Uint32(e)))
+		case safetensors.U32:
+			v[i] = int64(binary.LittleEndian.Uint32(e))
+		case safetensors.I64:
+			v[i] = int64(binary.LittleEndian.Uint64(e))
+		case safetensors.U64:
+			v[i] = int64(min(binary.LittleEndian.Uint64(e), math.MaxInt64))
+		}
+	}
+	return v, true
 }
 
 // intMatrix reads GPTQ/AWQ's scales and the unsigned zero-point codes, both [groups, out].

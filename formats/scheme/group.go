@@ -70,7 +70,7 @@ type Module struct {
 	Block     []int `json:"block,omitempty"` // FP8 block scales: rows × cols a scale
 	// WeightShape is the logical shape; for linear layers [out, in].
 	WeightShape   []uint64 `json:"weight_shape"`
-	ShapeInferred bool     `json:"shape_inferred,omitempty"` // weight_shape values were not read
+	ShapeInferred bool     `json:"shape_inferred,omitempty"` // weight_shape values were not read (or not usable)
 	// Parameters is the weight's logical elements (the product of
 	// WeightShape) plus BiasParameters.
 	Parameters uint64 `json:"parameters"`
@@ -84,6 +84,9 @@ type Module struct {
 	// InverseScale: FP8 scales are divisors (GPT-QModel's own export), not multipliers.
 	InverseScale bool `json:"inverse_scale,omitempty"`
 	packLayout   packing.CTLayout
+	// shapeRejected says why weight_shape values read were set aside for
+	// the packed width (CT-004); empty when they were used or not read.
+	shapeRejected string
 
 	// bias/other parameters counted under their own dtype
 	extraParams map[string]uint64 // nil when there are none
@@ -406,40 +409,29 @@ func classifyPacked(m *Module, p *TensorInfo, s *Scheme, shapes ShapeValues) {
 		}
 		m.Format = fmt.Sprintf("int%d", m.Bits)
 	}
-	if shapes != nil {
-		if ws, ok := m.infos.lookup("weight_shape"); ok {
-			if v, ok := shapes(ws.Name); ok && len(v) > 0 {
-				m.WeightShape = make([]uint64, len(v))
-				valid := true
-				for i, x := range v {
-					if x < 0 {
-						valid = false
-					}
-					m.WeightShape[i] = uint64(x)
-				}
-				if valid {
-					return
-				}
+	// weight_shape must fit the packed words in either layout (the wrong
+	// one is CT-003, reported by the rules): at most 32·P/bits values.
+	if v, ok := weightShapeValues(m, shapes); ok {
+		why := badWeightShape(v, packedWidth(m, p, packing.CTBitstream))
+		if why == "" {
+			m.WeightShape = make([]uint64, len(v))
+			for i, x := range v {
+				m.WeightShape[i] = uint64(x)
 			}
+			return
 		}
+		m.shapeRejected = fmt.Sprintf("weight_shape values %v: %s", v, why)
 	}
-	// Without weight_shape values the packed width bounds the logical width.
+	// Without usable weight_shape values the packed width bounds the
+	// logical width.
+	m.WeightShape = packedWidth(m, p, ctLayoutOf(s))
 	if p.DType == safetensors.U8 {
-		m.WeightShape = withLast(p.Shape, func(n uint64) uint64 { return 2 * n })
 		return
 	}
 	m.ShapeInferred = m.infos.get("weight_shape") != nil
-	bits := max(m.Bits, 1)
-	l := ctLayoutOf(s)
-	m.WeightShape = withLast(p.Shape, func(words uint64) uint64 {
-		if l == ctPerWord {
-			return words * uint64(32/bits)
-		}
-		return words * 32 / uint64(bits)
-	})
 	// A group scale [out, ceil(in/g)] narrows the bound.
 	if sc := m.infos.get("weight_scale"); sc != nil && m.GroupSize > 0 && len(sc.Shape) == len(p.Shape) && len(sc.Shape) > 0 {
-		if lim := sc.Shape[len(sc.Shape)-1] * uint64(m.GroupSize); lim < m.WeightShape[len(m.WeightShape)-1] {
+		if lim := saturatingMul(sc.Shape[len(sc.Shape)-1], uint64(m.GroupSize)); lim < m.WeightShape[len(m.WeightShape)-1] {
 			m.WeightShape[len(m.WeightShape)-1] = lim
 		}
 	}
@@ -539,14 +531,17 @@ func fp8Layout(m *Module, w, scale *TensorInfo, s *Scheme) string {
 		if b := s.WeightBlockSize; len(b) == 2 {
 			br, bc = b[0], b[1]
 		} else if scale.Shape[0] > 0 && scale.Shape[1] > 0 {
-			br = int((out + scale.Shape[0] - 1) / scale.Shape[0])
-			bc = int((in + scale.Shape[1] - 1) / scale.Shape[1])
+			br, bc = blockOf(out, scale.Shape[0]), blockOf(in, scale.Shape[1])
 		}
 		if scale.Shape[0] == out && scale.Shape[1] > 1 {
-			m.GroupSize = int((in + scale.Shape[1] - 1) / scale.Shape[1])
+			m.GroupSize = blockOf(in, scale.Shape[1])
 			return LayoutFP8Group
 		}
-		m.Block = []int{br, bc}
+		// A zero-sized weight dimension gives no block: Block stays unset
+		// and the rules report the scale (a block of 0 divided by zero).
+		if br > 0 && bc > 0 {
+			m.Block = []int{br, bc}
+		}
 		return LayoutFP8Block
 	}
 	return LayoutFP8Channel

@@ -24,41 +24,31 @@ type NameGroup struct {
 func GroupNames(names []string) []NameGroup {
 	type acc struct {
 		pattern string
+		at      int // the segment that held the number
 		nums    []int
 	}
 	var order []*acc
 	byKey := map[string]*acc{}
 	for _, n := range names {
-		key, num := n, -1
-		segs := strings.Split(n, ".")
-		for i, s := range segs {
-			if v, err := strconv.Atoi(s); err == nil && v >= 0 && s == strconv.Itoa(v) {
-				segs[i] = "N"
-				key, num = strings.Join(segs, "."), v
-				break
-			}
-		}
-		if num < 0 {
-			key = "\x00" + n // a lone entry never merges with a pattern
-		}
+		pattern, at, num := numberSegment(n)
+		// The segment's index is part of the key: "x.1.N" and "x.N.1" both
+		// read "x.N.N" but are different groups. A lone entry (at < 0)
+		// never merges with a pattern.
+		key := strconv.Itoa(at) + "\x00" + pattern
 		a := byKey[key]
 		if a == nil {
-			a = &acc{pattern: strings.TrimPrefix(key, "\x00")}
+			a = &acc{pattern: pattern, at: at}
 			byKey[key] = a
 			order = append(order, a)
 		}
-		if num >= 0 {
-			a.nums = append(a.nums, num)
-		} else {
-			a.nums = append(a.nums, -1)
-		}
+		a.nums = append(a.nums, num) // −1 for a lone entry
 	}
 	out := make([]NameGroup, 0, len(order))
 	for _, a := range order {
 		g := NameGroup{Pattern: a.pattern, Count: len(a.nums)}
 		if a.nums[0] >= 0 {
 			if len(a.nums) == 1 { // one layer: say it as written
-				g.Pattern = restore(a.pattern, a.nums[0])
+				g.Pattern = restore(a.pattern, a.at, a.nums[0])
 			} else {
 				g.Layers = ranges(a.nums)
 			}
@@ -68,14 +58,26 @@ func GroupNames(names []string) []NameGroup {
 	return out
 }
 
-// restore puts a number back in the first N segment of a pattern.
-func restore(pattern string, n int) string {
-	segs := strings.Split(pattern, ".")
+// numberSegment finds the first path segment of name that is a whole
+// number: it returns name with that segment written N, the segment's index
+// and the number, or name, −1, −1 when there is none.
+func numberSegment(name string) (pattern string, at, num int) {
+	segs := strings.Split(name, ".")
 	for i, s := range segs {
-		if s == "N" {
-			segs[i] = strconv.Itoa(n)
-			break
+		if v, err := strconv.Atoi(s); err == nil && v >= 0 && s == strconv.Itoa(v) {
+			segs[i] = "N"
+			return strings.Join(segs, "."), i, v
 		}
+	}
+	return name, -1, -1
+}
+
+// restore puts a number back in segment at of a pattern (which may hold
+// other, literal, N segments).
+func restore(pattern string, at, n int) string {
+	segs := strings.Split(pattern, ".")
+	if at >= 0 && at < len(segs) {
+		segs[at] = strconv.Itoa(n)
 	}
 	return strings.Join(segs, ".")
 }

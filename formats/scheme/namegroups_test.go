@@ -90,3 +90,18 @@ func TestSchemeJSONSummary(t *testing.T) {
 		t.Errorf("an empty list gets a summary: %s", b)
 	}
 }
+
+// A one-entry group shows its number where it was, not in the first "N"
+// segment, and entries whose numbers sit in different segments do not merge.
+func TestGroupNamesKeepsTheNumbersSegment(t *testing.T) {
+	got := GroupNames([]string{"model.N.mlp.3", "x.1.N", "x.N.1", "a.N.2", "a.N.5"})
+	want := []NameGroup{
+		{"model.N.mlp.3", 1, ""},
+		{"x.1.N", 1, ""},
+		{"x.N.1", 1, ""},
+		{"a.N.N", 2, "2, 5"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v", got)
+	}
+}

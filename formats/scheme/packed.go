@@ -41,11 +41,15 @@ type Packed struct {
 }
 
 // Packed returns the stream's stored form, or nil (and no error) when its
-// layout has no packed form here (the caller decodes bands instead):
+// layout has no packed form here or the weight is empty (the caller decodes
+// bands instead):
 // compressed-tensors pack-quantized, GPTQ, AWQ, NVFP4 with E4M3 scales,
 // MXFP4 with E8M0 (or U8) scales, FP8 and MXFP8 have one.
 func (s *RowStream) Packed() (*Packed, error) {
 	m := s.m
+	if s.rows == 0 || s.cols == 0 {
+		return nil, nil // an empty weight: nothing to hand over, and no g_idx sized by its width
+	}
 	d := &dq{m: m, r: s.r, lo: 0, hi: s.rows, rows: s.rows, cols: s.cols, c0: 0, c1: s.cols}
 	switch {
 	case m.Layout == LayoutGPTQ || m.Layout == LayoutGPTQv2:

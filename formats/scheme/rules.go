@@ -56,6 +56,9 @@ func checkModule(m *Module, s *Scheme) []Finding {
 	if (hasPacked && (hasS2 || hasIS)) || (hasW && (hasGS || hasIGS)) {
 		add("CT-005", SeverityError, "weight_scale_2", "module mixes ModelOpt names (weight, weight_scale_2, input_scale) with compressed-tensors names (weight_packed, weight_global_scale, input_global_scale): a half-done conversion, whose global scales may or may not be inverted")
 	}
+	if m.shapeRejected != "" {
+		add("CT-004", SeverityError, "weight_shape", "%s; the logical shape %v is inferred from the packed width instead", m.shapeRejected, m.WeightShape)
+	}
 	rows, cols := m.Matrix2D()
 	sc, hasScale := m.infos.lookup("weight_scale")
 	switch {
@@ -101,8 +104,12 @@ func checkModule(m *Module, s *Scheme) []Finding {
 			if !hasScale {
 				t, role = inv, "weight_scale_inv"
 			}
+			if len(m.Block) != 2 || m.Block[0] <= 0 || m.Block[1] <= 0 {
+				add("scale-shape", SeverityError, role, "FP8 weight %v has no block size that scales %v tile: a zero-sized weight dimension cannot hold a block", m.WeightShape, t.Shape)
+				break
+			}
 			br, bc := uint64(m.Block[0]), uint64(m.Block[1])
-			want := []uint64{(rows + br - 1) / br, (cols + bc - 1) / bc}
+			want := []uint64{ceilDiv(rows, br), ceilDiv(cols, bc)}
 			if !slices.Equal(t.Shape, want) {
 				add("scale-shape", SeverityError, role, "FP8 weight %v with %d×%d blocks wants scales %v, found %v", m.WeightShape, br, bc, want, t.Shape)
 			}
@@ -124,8 +131,34 @@ func checkModule(m *Module, s *Scheme) []Finding {
 	case m.Format == "u8" && s.Family == FamilyNVFP4:
 		add("scale-missing", SeverityWarning, "weight", "U8 weight in an NVFP4 checkpoint has no block scales")
 	}
+	checkSubByteScales(m, out, add)
 	return out
 }
+
+// scaleRoles hold scales and zero points, read a whole number of bytes an
+// element.
+var scaleRoles = []string{"weight_scale", "weight_scale_inv", "weight_scale_2", "weight_global_scale",
+	"weight_zero_point", "input_scale", "input_global_scale", "input_zero_point", "scales", "mx_scales"}
+
+// checkSubByteScales reports scale and zero-point tensors of a sub-byte
+// dtype (F4, F6), which no decoder reads, unless a format's own rule already
+// named their dtype.
+func checkSubByteScales(m *Module, found []Finding, add func(rule, sev, role, format string, args ...any)) {
+	for _, role := range scaleRoles {
+		t, ok := m.infos.lookup(role)
+		if !ok || wholeBytes(t.DType) {
+			continue
+		}
+		if slices.ContainsFunc(found, func(f Finding) bool { return f.Rule == "scale-dtype" && f.Tensor == t.Name }) {
+			continue
+		}
+		add("scale-dtype", SeverityError, role, "%s %s is %d bits an element: scales and zero points take whole bytes", role, t.DType, t.DType.Bits())
+	}
+}
+
+// wholeBytes reports whether an element of dtype d takes a whole number of
+// bytes.
+func wholeBytes(d safetensors.DType) bool { return d.Bits() != 0 && d.Bits()%8 == 0 }
 
 func checkCTPack(m *Module, s *Scheme, add func(rule, sev, role, format string, args ...any)) []Finding {
 	p := m.infos.get("weight_packed")
@@ -142,7 +175,7 @@ func checkCTPack(m *Module, s *Scheme, add func(rule, sev, role, format string, 
 		add("CT-004", SeverityError, "weight_packed", "pack-quantized module has no weight_shape: the logical width is only bounded to within %d values", 32/b)
 	} else if ws.elements() != uint64(len(p.Shape)) {
 		add("CT-004", SeverityError, "weight_shape", "weight_shape holds %d values for a %d-D packed weight", ws.elements(), len(p.Shape))
-	} else if m.ShapeInferred {
+	} else if m.ShapeInferred && m.shapeRejected == "" {
 		add("CT-004", SeverityInfo, "weight_shape", "weight_shape values were not read; logical width %d is inferred from the packed width, within %d values", m.WeightShape[len(m.WeightShape)-1], 32/b)
 	}
 	if len(p.Shape) == 0 || len(m.WeightShape) != len(p.Shape) {

@@ -48,8 +48,8 @@ func SampleRows(m *Module, r TensorReader, lo, hi, c0, c1 int) (*Sample, error) 
 	rows, cols := m.Matrix2D()
 	s := &Sample{Module: m.Name, RowStart: lo, Rows: hi - lo, Cols: int(cols), ColStart: c0, ColEnd: c1, Values: vals}
 	d := &dq{m: m, r: r, lo: lo, hi: hi, rows: int(rows), cols: int(cols), c0: c0, c1: c1}
-	if hi == lo {
-		return s, nil
+	if hi == lo || rows == 0 || cols == 0 {
+		return s, nil // no values: nothing stored to count
 	}
 	switch {
 	case m.Format == FormatNVFP4 || m.Format == FormatMXFP4:
@@ -102,7 +102,11 @@ func (d *dq) sampleE2M1(s *Sample) error {
 		return err
 	}
 	per := d.cols / d.m.GroupSize
-	sb, err := d.rowBytes(sc, per*int(max(sc.DType.Bits()/8, 1)), d.lo, d.hi)
+	eb, err := d.scaleBytes(sc)
+	if err != nil {
+		return err
+	}
+	sb, err := d.rowBytes(sc, per*eb, d.lo, d.hi)
 	if err != nil {
 		return err
 	}

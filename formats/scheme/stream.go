@@ -198,6 +198,8 @@ func (s *RowStream) openFP8(d *dq) error {
 	if d.m.Format == FormatMXFP8 {
 		groupCols = 32
 	}
+	// scaleGrid also refuses a sub-byte scale dtype (F4), which the band
+	// loop would read a byte a scale.
 	if s.g, err = d.scaleGrid(sc, groupCols, d.m.Block); err != nil {
 		return err
 	}
@@ -265,10 +267,10 @@ func grow[T any](b []T, n int) []T {
 
 // read fills a scratch buffer with rows [lo, hi) of t, rowLen bytes a row.
 func (d *RowDecoder) read(buf *[]byte, t *TensorInfo, rowLen, lo, hi int) ([]byte, error) {
-	n := (hi - lo) * rowLen
-	if uint64(hi)*uint64(rowLen) > t.NBytes {
-		return nil, &DequantError{Module: d.s.m.Name, Tensor: t.Name, Rule: "tensor-size", Msg: fmt.Sprintf("needs %d bytes for %d rows, holds %d", uint64(hi)*uint64(rowLen), hi, t.NBytes)}
+	if need, ok := rowsSize(rowLen, hi); !ok || need > t.NBytes {
+		return nil, &DequantError{Module: d.s.m.Name, Tensor: t.Name, Rule: "tensor-size", Msg: fmt.Sprintf("needs %d bytes for %d rows, holds %d", need, hi, t.NBytes)}
 	}
+	n := (hi - lo) * rowLen
 	off := int64(lo) * int64(rowLen)
 	if ri, ok := d.s.r.(TensorReaderInto); ok {
 		*buf = grow(*buf, n)
@@ -350,7 +352,7 @@ func (d *RowDecoder) fp8(dst []float32, lo, hi int, info *BandInfo) error {
 	if hi > lo && !s.tensorSc {
 		base = lo / g.rowDiv
 		top := (hi-1)/g.rowDiv + 1
-		eb := int(max(s.sc.DType.Bits()/8, 1))
+		eb := int(s.sc.DType.Bits() / 8) // whole bytes: openFP8's scaleGrid refused the others
 		sb, err := d.read(&d.sraw, s.sc, g.cols*eb, base, top)
 		if err != nil {
 			return err
