@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"encoding/json"
 	"maps"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -75,4 +77,49 @@ func parseWeightMap(t *testing.T, b []byte) (*Index, map[string]string) {
 		t.Fatalf("%d entries told, Len %d", len(wm), idx.Len())
 	}
 	return idx, wm
+}
+
+// An index's memory follows its entries, not its commas: one entry and a
+// metadata string of 4M commas after it (the parser's pre-size once counted
+// every comma of the file, 750 MB for a 16 MB file) cost a few times the
+// file's size, most of it the metadata string decoded.
+func TestIndexCommasInStrings(t *testing.T) {
+	junk := strings.Repeat(",", 4<<20)
+	for _, doc := range []string{
+		`{"weight_map": {"a.weight": "model.safetensors"}, "metadata": {"total_size": 8, "note": "` + junk + `"}}`,
+		`{"weight_map": {"a.weight": "model.safetensors"}, "note": "` + junk + `"}`,
+		`{"weight_map": {"a,` + junk + `": "model.safetensors"}}`,
+	} {
+		b := []byte(doc)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		idx, err := parseIndex(b)
+		runtime.ReadMemStats(&after)
+		if err != nil || idx.Len() != 1 {
+			t.Fatalf("%.60s: %v", doc, err)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4*uint64(len(b)) {
+			t.Errorf("%.60s: a %d-byte index allocated %d bytes", doc, len(b), alloc)
+		}
+	}
+}
+
+// Entries shorter than the pre-size assumes grow the arrays and the table
+// as they come, every one still found.
+func TestIndexShortEntries(t *testing.T) {
+	wm := map[string]string{}
+	for i := range 5000 {
+		wm[strconv.Itoa(i)] = "s" + strconv.Itoa(i%3)
+	}
+	b, _ := json.Marshal(map[string]any{"weight_map": wm})
+	idx, got := parseWeightMap(t, b)
+	if idx == nil || !maps.Equal(got, wm) {
+		t.Fatalf("%d entries read of %d", len(got), len(wm))
+	}
+	for name, file := range wm {
+		if p, ok := idx.Shard(name); !ok || p != file {
+			t.Fatalf("Shard(%q) = %q, %v; want %q", name, p, ok, file)
+		}
+	}
 }

@@ -328,9 +328,9 @@ func (c *Checkpoint) assemble(opt Options) {
 		c.shardByPath[sh.Path] = sh
 		n += len(sh.infos)
 	}
-	dropped := c.findDuplicates()
+	kept := c.findDuplicates()
 	// The shards' infos already lie in shard order in one slice: use it.
-	shared := len(dropped) == 0 && c.allInfos != nil
+	shared := len(kept) == 0 && c.allInfos != nil
 	at := 0
 	for _, sh := range c.Shards {
 		if len(sh.infos) > 0 && (at >= len(c.allInfos) || &sh.infos[0] != &c.allInfos[at]) {
@@ -351,7 +351,7 @@ func (c *Checkpoint) assemble(opt Options) {
 	}
 	for _, sh := range c.Shards {
 		for i := range sh.infos {
-			if dropped[sh.infos[i].Name] == sh {
+			if k, dup := kept[sh.infos[i].Name]; dup && k != sh {
 				continue
 			}
 			if !shared {
@@ -363,27 +363,34 @@ func (c *Checkpoint) assemble(opt Options) {
 			}
 		}
 	}
-	if len(dropped) > 0 {
+	if len(kept) > 0 {
 		// Rare: group the whole repo again so no module holds a dropped copy.
-		var shapes scheme.ShapeValues
-		if opt.ReadShapeTensors {
-			shapes = func(name string) ([]int64, bool) {
-				if loc, ok := c.lookup(name); ok {
-					return loc.shard.shapeValues(name)
-				}
-				return nil, false
-			}
-		}
-		c.Modules = scheme.Group(c.tensors, c.Scheme, shapes)
+		c.Modules = scheme.Group(c.tensors, c.Scheme, c.shapeValues(opt))
 		c.Findings = append(c.Findings, scheme.CheckModules(c.Modules, c.Scheme)...)
 		return
 	}
-	c.Modules, c.Findings = c.mergeModules(c.Findings)
+	c.Modules, c.Findings = c.mergeModules(c.Findings, c.shapeValues(opt))
+}
+
+// shapeValues reads weight_shape values for a grouping of tensors from
+// any shard (from the copy lookup finds), or is nil when opt does not ask
+// for them.
+func (c *Checkpoint) shapeValues(opt Options) scheme.ShapeValues {
+	if !opt.ReadShapeTensors {
+		return nil
+	}
+	return func(name string) ([]int64, bool) {
+		if loc, ok := c.lookup(name); ok {
+			return loc.shard.shapeValues(name)
+		}
+		return nil, false
+	}
 }
 
 // mergeModules k-way merges the shards' sorted module lists. A module whose
-// tensors lie in several shards is grouped again from all of them.
-func (c *Checkpoint) mergeModules(findings []scheme.Finding) ([]*scheme.Module, []scheme.Finding) {
+// tensors lie in several shards is grouped again from all of them, its
+// weight_shape read through shapes (nil: not read).
+func (c *Checkpoint) mergeModules(findings []scheme.Finding, shapes scheme.ShapeValues) ([]*scheme.Module, []scheme.Finding) {
 	total := 0
 	for _, sh := range c.Shards {
 		total += len(sh.modules)
@@ -419,12 +426,14 @@ func (c *Checkpoint) mergeModules(findings []scheme.Finding) ([]*scheme.Module, 
 	// Group the split modules' tensors together, replace them, and check
 	// them again (their per-shard findings no longer apply).
 	var parts []scheme.TensorInfo
+	var from []int // parts[j] is c.tensors[from[j]]
 	for i := range c.tensors {
 		if split[c.tensors[i].Module] {
 			parts = append(parts, c.tensors[i])
+			from = append(from, i)
 		}
 	}
-	regrouped := scheme.Group(parts, c.Scheme, nil)
+	regrouped := scheme.Group(parts, c.Scheme, shapes)
 	byName := map[string]*scheme.Module{}
 	for _, m := range regrouped {
 		byName[m.Name] = m
@@ -434,14 +443,8 @@ func (c *Checkpoint) mergeModules(findings []scheme.Finding) ([]*scheme.Module, 
 			out[i] = r
 		}
 	}
-	for i := range c.tensors { // record where the regrouped tensors now belong
-		if split[c.tensors[i].Module] {
-			for _, p := range parts {
-				if p.Name == c.tensors[i].Name {
-					c.tensors[i].Module, c.tensors[i].Role = p.Module, p.Role
-				}
-			}
-		}
+	for j, i := range from { // record where the regrouped tensors now belong
+		c.tensors[i].Module, c.tensors[i].Role = parts[j].Module, parts[j].Role
 	}
 	findings = slices.DeleteFunc(findings, func(f scheme.Finding) bool { return split[f.Module] })
 	findings = append(findings, scheme.CheckModules(regrouped, c.Scheme)...)
@@ -450,10 +453,11 @@ func (c *Checkpoint) mergeModules(findings []scheme.Finding) ([]*scheme.Module, 
 
 func cmpModule(a, b *scheme.Module) int { return strings.Compare(a.Name, b.Name) }
 
-// findDuplicates finds tensors stored in more than one shard and says which
-// copy to drop (name → the shard whose copy goes). The kept copy is the one
-// in the shard the index names, else the first. With an index whose every
-// name sits in the shard it names, no search is needed.
+// findDuplicates finds tensors stored in more than one shard, reports each
+// once, and says which copy is counted (name → the shard whose copy is
+// kept; every other copy goes): the one in the shard the index names, else
+// the first. With an index whose every name sits in the shard it names, no
+// search is needed.
 func (c *Checkpoint) findDuplicates() map[string]*Shard {
 	if len(c.Shards) < 2 {
 		return nil
@@ -474,27 +478,56 @@ func (c *Checkpoint) findDuplicates() map[string]*Shard {
 		}
 	}
 	seen := make(map[string]*Shard, total)
-	var dropped map[string]*Shard
+	var holders map[string][]*Shard // a name stored more than once: its shards, in order
+	var names []string              // those names, in order of their second copy
 	for _, sh := range c.Shards {
 		for i := range sh.infos {
 			name := sh.infos[i].Name
-			prev, dup := seen[name]
+			first, dup := seen[name]
 			if !dup {
 				seen[name] = sh
 				continue
 			}
-			if dropped == nil {
-				dropped = map[string]*Shard{}
+			if holders == nil {
+				holders = map[string][]*Shard{}
 			}
-			keep, drop := prev, sh
-			if p, ok := c.Index.Shard(name); ok && p == sh.Path {
-				keep, drop = sh, prev
+			if holders[name] == nil {
+				holders[name] = []*Shard{first}
+				names = append(names, name)
 			}
-			dropped[name] = drop
-			seen[name] = keep
-			c.Findings = append(c.Findings, scheme.Finding{Rule: "duplicate-tensor", Severity: scheme.SeverityError, Tensor: name,
-				Message: fmt.Sprintf("tensor is stored in both %s and %s; the copy in %s is counted", prev.Path, sh.Path, keep.Path)})
+			holders[name] = append(holders[name], sh)
 		}
 	}
-	return dropped
+	if holders == nil {
+		return nil
+	}
+	kept := make(map[string]*Shard, len(names))
+	for _, name := range names {
+		kept[name] = c.keepCopy(name, holders[name])
+	}
+	return kept
+}
+
+// keepCopy picks the counted copy of a tensor stored in several shards (the
+// index's, else the first) and reports the copies.
+func (c *Checkpoint) keepCopy(name string, shards []*Shard) *Shard {
+	keep := shards[0]
+	if p, ok := c.Index.Shard(name); ok {
+		for _, sh := range shards {
+			if sh.Path == p {
+				keep = sh
+			}
+		}
+	}
+	paths := make([]string, len(shards))
+	for i, sh := range shards {
+		paths[i] = sh.Path
+	}
+	where := "both " + paths[0] + " and " + paths[1]
+	if len(paths) > 2 {
+		where = strings.Join(paths[:len(paths)-1], ", ") + " and " + paths[len(paths)-1]
+	}
+	c.Findings = append(c.Findings, scheme.Finding{Rule: "duplicate-tensor", Severity: scheme.SeverityError, Tensor: name,
+		Message: fmt.Sprintf("tensor is stored in %s; the copy in %s is counted", where, keep.Path)})
+	return keep
 }
