@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -41,10 +42,11 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 	if addSpecial {
 		ids = append(ids, t.prefix...)
 	}
+	deadline := splitDeadline(text) // one budget for the whole text
 	for len(text) > 0 {
 		at, tok := t.nextAdded(text)
 		if at > 0 {
-			enc, err := t.encodePlain(text[:at])
+			enc, err := t.encodePlain(text[:at], deadline)
 			if err != nil {
 				return nil, err
 			}
@@ -75,8 +77,9 @@ func (t *Tokenizer) nextAdded(text string) (at int, tok *addedToken) {
 	return at, tok
 }
 
-// encodePlain runs the pre-tokenizers and BPE over text with no added tokens.
-func (t *Tokenizer) encodePlain(text string) ([]int, error) {
+// encodePlain runs the pre-tokenizers and BPE over text with no added
+// tokens, its matching done by deadline.
+func (t *Tokenizer) encodePlain(text string, deadline time.Time) ([]int, error) {
 	pieces := []string{text}
 	mapped := false
 	for _, p := range t.pre {
@@ -86,7 +89,7 @@ func (t *Tokenizer) encodePlain(text string) ([]int, error) {
 		if p.split != nil {
 			var out []string
 			for _, s := range pieces {
-				parts, err := splitIsolated(p, s)
+				parts, err := splitIsolated(p, s, deadline)
 				if err != nil {
 					return nil, err
 				}
@@ -112,13 +115,20 @@ func (t *Tokenizer) encodePlain(text string) ([]int, error) {
 	return ids, nil
 }
 
-// splitIsolated cuts s into the pattern's matches and the text between them.
-func splitIsolated(p preTokenizer, s string) ([]string, error) {
+// splitIsolated cuts s into the pattern's matches and the text between
+// them, starting no match after deadline.
+func splitIsolated(p preTokenizer, s string, deadline time.Time) ([]string, error) {
+	if time.Now().After(deadline) {
+		return nil, p.overBudget()
+	}
 	runes := []rune(s)
 	var out []string
 	last := 0
 	m, err := p.split.FindRunesMatch(runes)
 	for ; m != nil && err == nil; m, err = p.split.FindNextMatch(m) {
+		if time.Now().After(deadline) {
+			return nil, p.overBudget()
+		}
 		if m.Length == 0 {
 			continue
 		}
@@ -128,8 +138,11 @@ func splitIsolated(p preTokenizer, s string) ([]string, error) {
 		out = append(out, string(runes[m.Index:m.Index+m.Length]))
 		last = m.Index + m.Length
 	}
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: pre-tokenizer split: %v", err)
+	if err != nil { // regexp2 fails a match that runs past MatchTimeout, quoting all the input
+		if strings.HasPrefix(err.Error(), "match timeout") {
+			return nil, p.overBudget()
+		}
+		return nil, fmt.Errorf("tokenizer: pre-tokenizer Split pattern %q: %v", p.split.String(), err)
 	}
 	if last < len(runes) {
 		out = append(out, string(runes[last:]))
@@ -137,11 +150,18 @@ func splitIsolated(p preTokenizer, s string) ([]string, error) {
 	return out, nil
 }
 
+// overBudget is the error of a call that spent its budget in p's pattern.
+func (p preTokenizer) overBudget() error {
+	return fmt.Errorf("tokenizer: pre-tokenizer Split pattern %q: matching the text took longer than one call may (%v and %v a byte); the pattern backtracks",
+		p.split.String(), splitBudget, splitPerByte)
+}
+
 // Split returns the pieces the pre-tokenizers cut text into, before the
 // byte-level mapping (what a test compares with the tokenizers library's
 // pre_tokenize_str).
 func (t *Tokenizer) Split(text string) ([]string, error) {
 	pieces := []string{text}
+	deadline := splitDeadline(text) // one budget for the whole text
 	for _, p := range t.pre {
 		if p.addPrefixSpace && len(pieces) > 0 && !strings.HasPrefix(pieces[0], " ") {
 			pieces[0] = " " + pieces[0]
@@ -151,7 +171,7 @@ func (t *Tokenizer) Split(text string) ([]string, error) {
 		}
 		var out []string
 		for _, s := range pieces {
-			parts, err := splitIsolated(p, s)
+			parts, err := splitIsolated(p, s, deadline)
 			if err != nil {
 				return nil, err
 			}

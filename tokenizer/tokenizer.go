@@ -291,12 +291,32 @@ func parsePre(raw json.RawMessage, field string) ([]preTokenizer, error) {
 	return nil, errf("%s: pre-tokenizer type %q is not supported (Split, ByteLevel, Sequence)", field, p.Type)
 }
 
+// splitBudget and splitPerByte bound the time one Encode or Split spends
+// matching the pre-tokenizers' patterns: the budget plus so much a byte of
+// its text. The patterns tokenizer.json files ship take about a microsecond
+// a byte; one that backtracks (`(\p{L}*)*\d`) costs four times as much for
+// every two more letters of a word, minutes for a text of such words. A
+// call stops before its next match once its budget is spent, and one match
+// is cut off after splitBudget, so a call ends within about twice its
+// budget. Variables so tests can shorten them; a pattern takes the value
+// of splitBudget when it is compiled.
+var (
+	splitBudget  = 5 * time.Second
+	splitPerByte = 10 * time.Microsecond
+)
+
+// splitDeadline is when a call over text must be done matching.
+func splitDeadline(text string) time.Time {
+	return time.Now().Add(splitBudget + time.Duration(len(text))*splitPerByte)
+}
+
 func compile(pat string) (*regexp2.Regexp, error) {
 	re, err := regexp2.Compile(pat, regexp2.None)
 	if err != nil {
 		return nil, err
 	}
-	re.MatchTimeout = 30 * time.Second // a bound, not a budget: these patterns are near-linear
+	// Set once here, never per call: a Tokenizer's patterns are shared.
+	re.MatchTimeout = splitBudget
 	return re, nil
 }
 

@@ -3,8 +3,10 @@ package tokenizer
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // llama3Pattern is the Split regex Llama 3's tokenizer.json carries.
@@ -262,5 +264,47 @@ func TestLongInput(t *testing.T) {
 	back, _ := tok.Decode(ids, false)
 	if back != long {
 		t.Error("round trip of a 120 kB text differs")
+	}
+}
+
+// A Split pattern that backtracks badly cannot hold Encode or Split for
+// long: the whole call has one budget, and running past it, whether over
+// many words that each cost less or in one word that costs more, is an
+// error naming the pattern.
+func TestSplitBudget(t *testing.T) {
+	defer func(b time.Duration) { splitBudget = b }(splitBudget)
+	splitBudget = 300 * time.Millisecond
+	const evil = `(\p{L}*)*\d` // each two more letters cost it about four times as much
+	tok := mustParse(t, testFile(t, func(f map[string]any) {
+		f["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": llama3Pattern}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": evil}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
+		}}
+	}))
+	if got, err := tok.Split("it's 12 ab"); err != nil || !slices.Equal(got, []string{"it", "'s", " ", "1", "2", " ab"}) {
+		t.Fatalf("Split of a short text: %q, %v", got, err)
+	}
+	for _, text := range []string{
+		strings.Repeat(" abcdefghijklmnopqr", 60), // many words, each well under the budget
+		" abcdefghijklmnopqrstuvwxyzabcd",         // one word worth minutes
+	} {
+		for _, call := range []struct {
+			name string
+			f    func() error
+		}{
+			{"Split", func() error { _, err := tok.Split(text); return err }},
+			{"Encode", func() error { _, err := tok.Encode(text, true); return err }},
+		} {
+			start := time.Now()
+			err := call.f()
+			took := time.Since(start)
+			if err == nil || !strings.HasPrefix(err.Error(), "tokenizer") || !strings.Contains(err.Error(), strconv.Quote(evil)) {
+				t.Errorf("%s of a %d-byte text: %v, want an error naming the pattern %s", call.name, len(text), err, evil)
+			}
+			if took > 10*splitBudget {
+				t.Errorf("%s of a %d-byte text took %v, the budget is %v", call.name, len(text), took, splitBudget)
+			}
+		}
 	}
 }
