@@ -58,19 +58,47 @@ func normOrigin(s string) (string, error) {
 	return strings.ToLower(u.Scheme + "://" + u.Host), nil
 }
 
+// hubOrigins is the local hub's CORS rule under serve and hub: a page on
+// any loopback origin (this server's own, another local server's) or one of
+// allowed (--allow-origin, normalised) may read it; a site elsewhere may
+// not, since the folder served is this machine's, not a public hub's.
+func hubOrigins(allowed map[string]bool) func(string) bool {
+	return func(o string) bool {
+		n, err := normOrigin(o)
+		if err != nil {
+			return false
+		}
+		if allowed[n] {
+			return true
+		}
+		u, err := url.Parse(n)
+		return err == nil && isLoopbackName(u.Hostname())
+	}
+}
+
+// parseOrigins normalises --allow-origin values.
+func parseOrigins(list []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, o := range list {
+		n, err := normOrigin(o)
+		if err != nil {
+			return nil, &usageError{err.Error()}
+		}
+		out[n] = true
+	}
+	return out, nil
+}
+
 func newCompanion(ctx context.Context, cf companionFlags) (*companion, error) {
 	tok, err := newToken()
 	if err != nil {
 		return nil, err
 	}
-	c := &companion{token: tok, origins: map[string]bool{}, ctx: ctx}
-	for _, o := range cf.origins {
-		n, err := normOrigin(o)
-		if err != nil {
-			return nil, &usageError{err.Error()}
-		}
-		c.origins[n] = true
+	origins, err := parseOrigins(cf.origins)
+	if err != nil {
+		return nil, err
 	}
+	c := &companion{token: tok, origins: origins, ctx: ctx}
 	if cf.outDir != "" {
 		abs, err := filepath.Abs(cf.outDir)
 		if err != nil {

@@ -184,3 +184,33 @@ func TestServeChecksHost(t *testing.T) {
 		t.Fatalf("localhost: %d", resp.StatusCode)
 	}
 }
+
+// The local hub of `hub` and `serve` answers CORS to pages on loopback
+// origins and to those named with --allow-origin, and to no other web site
+// (the folder it serves is this machine's).
+func TestHubOrigins(t *testing.T) {
+	dir := t.TempDir()
+	r := synth.AWQInt4()
+	r.WriteDir(filepath.Join(dir, r.ID))
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, base := range []string{
+		startMain(t, "hub", "--addr", "127.0.0.1:0", "--allow-origin", "https://page.example", dir),
+		startMain(t, "serve", "--addr", "127.0.0.1:0", "--hub", dir, "--allow-origin", "https://page.example"),
+	} {
+		for origin, allowed := range map[string]bool{"https://page.example": true, "http://localhost:5173": true, "http://127.0.0.1:9": true, "https://evil.example": false, "null": false} {
+			req, _ := http.NewRequest("GET", base+"/"+r.ID+"/resolve/main/config.json", nil)
+			req.Header.Set("Origin", origin)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("Access-Control-Allow-Origin"); (got == origin) != allowed || (!allowed && got != "") {
+				t.Errorf("%s, Origin %s: Access-Control-Allow-Origin %q (allowed: %v)", base, origin, got, allowed)
+			}
+		}
+	}
+	if _, stderr, code := runMain(t, "hub", "--allow-origin", "page.example", dir); code != 1 || !strings.Contains(stderr, "--allow-origin") {
+		t.Errorf("hub --allow-origin page.example: %d %s", code, stderr)
+	}
+}

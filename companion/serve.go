@@ -22,11 +22,20 @@ func cmdHub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
 	latency := fs.Duration("latency", 0, "added to every response (for benchmarks)")
 	cdnAddr := fs.String("cdn-addr", "", "also serve the CDN on this address and redirect LFS files there: another origin, as the real hub's CDN is")
+	var allow []string
+	fs.Func("allow-origin", "a page `URL` (scheme://host[:port]) off this machine that may read the hub; repeatable (pages on loopback origins always may)", func(s string) error {
+		allow = append(allow, s)
+		return nil
+	})
 	pos, err := parseFlags(fs, args, 1, "DIR")
 	if err != nil {
 		return err
 	}
-	opt := localhub.Options{Latency: *latency}
+	origins, err := parseOrigins(allow)
+	if err != nil {
+		return err
+	}
+	opt := localhub.Options{Latency: *latency, AllowOrigin: hubOrigins(origins)}
 	var cdnLn net.Listener
 	if *cdnAddr != "" {
 		if cdnLn, err = net.Listen("tcp", *cdnAddr); err != nil {
@@ -84,7 +93,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	what := "quantscope"
 	info := map[string]any{"local_hub": dir != ""}
 	if dir != "" {
-		h, err := localhub.New(dir, localhub.Options{})
+		h, err := localhub.New(dir, localhub.Options{AllowOrigin: hubOrigins(comp.origins)})
 		if err != nil {
 			return err
 		}

@@ -66,6 +66,12 @@ type Options struct {
 	// host: the caller serves the same Server there too (it answers /cdn/...
 	// on any origin, with CORS). Empty: the redirect stays on this origin.
 	CDN string
+	// AllowOrigin, when set, says which browser origins may read the hub
+	// (CORS): the others get no Access-Control-Allow-Origin, and the browser
+	// keeps the response from their pages. Nil allows every origin, as the
+	// real hub does for its public repos. A request without an Origin (not
+	// from a page) is answered either way.
+	AllowOrigin func(origin string) bool
 }
 
 // Server serves a directory as a hub. It implements http.Handler.
@@ -162,13 +168,16 @@ func (s *Server) ResetStats() {
 	s.mu.Unlock()
 }
 
-// ServeHTTP answers with CORS as the hub does, then routes.
+// ServeHTTP answers with CORS as the hub does (to the origins AllowOrigin
+// lets in), then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
 	h := w.Header()
 	if o := r.Header.Get("Origin"); o != "" {
-		h.Set("Access-Control-Allow-Origin", o)
 		h.Set("Vary", "Origin")
+		if s.opt.AllowOrigin == nil || s.opt.AllowOrigin(o) {
+			h.Set("Access-Control-Allow-Origin", o)
+		}
 	} else {
 		h.Set("Access-Control-Allow-Origin", "*")
 	}

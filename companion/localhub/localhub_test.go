@@ -120,6 +120,30 @@ func TestCORS(t *testing.T) {
 	}
 }
 
+// With AllowOrigin, only the origins it lets in get a CORS answer (the
+// browser keeps the bytes from any other page); a request with no Origin is
+// answered as before.
+func TestCORSAllowOrigin(t *testing.T) {
+	root, _, _ := setup(t)
+	s, err := New(root, Options{AllowOrigin: func(o string) bool { return o == "http://127.0.0.1:9000" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	u := srv.URL + "/org/model/resolve/main/config.json"
+	for origin, want := range map[string]string{"http://127.0.0.1:9000": "http://127.0.0.1:9000", "https://evil.example": "", "": "*"} {
+		h := map[string]string{}
+		if origin != "" {
+			h["Origin"] = origin
+		}
+		resp, body := get(t, u, h)
+		if got := resp.Header.Get("Access-Control-Allow-Origin"); got != want || resp.StatusCode != 200 || body != `{"a":1}` {
+			t.Errorf("Origin %q: %d, Access-Control-Allow-Origin %q, want %q", origin, resp.StatusCode, got, want)
+		}
+	}
+}
+
 func TestListing(t *testing.T) {
 	_, srv, _ := setup(t)
 	var all []map[string]any
