@@ -162,6 +162,9 @@ func Parse(b []byte) (*Tokenizer, error) {
 		if a.Content == "" {
 			return nil, errf("added_tokens[%d]: empty content", i)
 		}
+		if a.ID < 0 {
+			return nil, errf("added_tokens[%d] %q: negative id %d", i, a.Content, a.ID)
+		}
 		if s, ok := t.tokens[a.ID]; ok && s != a.Content {
 			// The vocab may hold it under the same content; a different one is a conflict.
 			return nil, errf("added_tokens[%d] %q: id %d is the vocab's %q", i, a.Content, a.ID, s)
@@ -359,6 +362,11 @@ func parsePost(raw json.RawMessage, field string) (prefix, suffix []int, err err
 			tok, ok := p.SpecialTokens[st.ID]
 			if !ok {
 				return nil, nil, errf("%s: template names special token %q, which special_tokens does not list", field, st.ID)
+			}
+			for _, id := range tok.IDs {
+				if id < 0 {
+					return nil, nil, errf("%s: special token %q has negative id %d", field, st.ID, id)
+				}
 			}
 			if seen {
 				suffix = append(suffix, tok.IDs...)

@@ -201,6 +201,11 @@ func TestRefusals(t *testing.T) {
 		{func(f map[string]any) {
 			f["model"].(map[string]any)["merges"] = []any{"a b c"}
 		}, "model.merges[0]"},
+		{func(f map[string]any) { f["added_tokens"].([]any)[0].(map[string]any)["id"] = -3 }, "negative id -3"},
+		{func(f map[string]any) {
+			pp := f["post_processor"].(map[string]any)["processors"].([]any)[1].(map[string]any)
+			pp["special_tokens"].(map[string]any)["<|begin_of_text|>"].(map[string]any)["ids"] = []int{-1}
+		}, "negative id -1"},
 	}
 	for _, c := range cases {
 		_, err := Parse(testFile(t, c.edit))
