@@ -88,19 +88,15 @@ func resolveSource(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 // token given with the request itself (--token, a job's hub_token) goes
 // where it is sent.
 func envTokenGoesTo(spec hub.Spec, sf sourceFlags) bool {
-	target := spec.Endpoint
-	if spec.Kind == hub.KindURL {
-		target = spec.URL
-	}
-	host := hostOf(target)
-	trusted := []string{"huggingface.co", "www.huggingface.co", "hf.co"}
+	trusted := slices.Clone(hub.OfficialHosts)
 	if e := os.Getenv("HF_ENDPOINT"); e != "" {
 		trusted = append(trusted, hostOf(e))
 	}
 	if sf.endpoint != "" && !sf.fromClient {
 		trusted = append(trusted, hostOf(sf.endpoint))
 	}
-	return host != "" && slices.Contains(trusted, host)
+	h := spec.Host()
+	return h != "" && slices.Contains(trusted, h)
 }
 
 // hostOf is a URL's host and port ("" when it has none).

@@ -3,12 +3,12 @@
 // Command wasm is quantscope's page engine, compiled to WebAssembly. It
 // puts one object on globalThis:
 //
-//	quantscope.open(source, {endpoint, revision, token, onProgress, onTrace, bytes}) → Promise<inventory JSON>
+//	quantscope.open(source, {endpoint, revision, token, tokenHosts, onProgress, onTrace, bytes}) → Promise<inventory JSON>
 //	  (with bytes: true, as UTF-8 in a Uint8Array)
 //	quantscope.sample(module, rowStart, rows[, colStart]) → Promise<{json, values: Float32Array}>
 //	quantscope.tensors([module]) → Promise<tensors[] JSON>  (the inventory leaves them out)
 //	quantscope.fit({tp, context, batch, mtp, w4a, kv_dtype, reserve, gpus}) → Promise<fit --json's JSON>
-//	quantscope.compare(source, {endpoint, revision, token}) → Promise<diff JSON>  (the open repo against another)
+//	quantscope.compare(source, {endpoint, revision, token, tokenHosts}) → Promise<diff JSON>  (the open repo against another)
 //	quantscope.cancel()
 //
 // Opening another repo cancels what is in flight. Errors reject with an
@@ -68,6 +68,7 @@ func (a *app) open(args []safejs.Value) (any, error) {
 		opt.Endpoint = optString(o, "endpoint")
 		opt.Revision = optString(o, "revision")
 		opt.Token = optString(o, "token")
+		opt.TokenHosts = optStrings(o, "tokenHosts")
 		if f, err := o.Get("onProgress"); err == nil && f.Type() == safejs.TypeFunction {
 			onProgress = f
 		}
@@ -147,6 +148,27 @@ func optString(o safejs.Value, p string) string {
 	}
 	s, _ := v.String()
 	return s
+}
+
+// optStrings reads an array of strings; nil when the property is absent
+// or not an array (its non-string items are skipped).
+func optStrings(o safejs.Value, p string) []string {
+	v, err := o.Get(p)
+	if err != nil || v.Type() != safejs.TypeObject {
+		return nil
+	}
+	n, err := v.Length()
+	if err != nil {
+		return nil
+	}
+	out := []string{}
+	for i := range n {
+		if x, err := v.Index(i); err == nil && x.Type() == safejs.TypeString {
+			s, _ := x.String()
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (a *app) sample(args []safejs.Value) (any, error) {
@@ -262,6 +284,7 @@ func (a *app) compare(args []safejs.Value) (any, error) {
 		opt.Endpoint = optString(args[1], "endpoint")
 		opt.Revision = optString(args[1], "revision")
 		opt.Token = optString(args[1], "token")
+		opt.TokenHosts = optStrings(args[1], "tokenHosts")
 	}
 	a.mu.Lock()
 	s := a.cur

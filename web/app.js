@@ -57,7 +57,28 @@ function setEndpoint(v) {
   else { $("endpoint").value = "custom"; $("endpoint-custom").hidden = false; $("endpoint-custom").value = v; }
 }
 $("endpoint").append(el("option", { value: "custom", text: "another endpoint…" }));
-$("endpoint").addEventListener("change", () => { $("endpoint-custom").hidden = $("endpoint").value !== "custom"; });
+$("endpoint").addEventListener("change", () => {
+  $("endpoint-custom").hidden = $("endpoint").value !== "custom";
+  if ($("endpoint").value !== "custom") choose($("endpoint").value);
+});
+$("endpoint-custom").addEventListener("change", () => choose($("endpoint-custom").value.trim()));
+
+// Where the token may go: Hugging Face's hosts, this page's own server (its
+// local hub) and the endpoints chosen in Settings in this tab; never a hub
+// that only a link's ?endpoint= or a source URL names, which a crafted link
+// would otherwise be sent the token by. The engine checks the same list.
+const HF_HOSTS = ["huggingface.co", "www.huggingface.co", "hf.co"];
+const chosen = new Set(JSON.parse(sessionStorage.getItem("qs-token-hosts") || "[]"));
+function hostOf(u) { try { return new URL(u, location.href).host; } catch (e) { return ""; } }
+function choose(ep) {
+  const h = hostOf(ep);
+  if (h && !chosen.has(h)) { chosen.add(h); sessionStorage.setItem("qs-token-hosts", JSON.stringify([...chosen])); }
+}
+function tokenHosts() { return [...HF_HOSTS, location.host, ...chosen]; }
+function tokenFor(source, ep) {
+  const h = /^[a-z][a-z0-9+.-]*:\/\//i.test(source) ? hostOf(source) : hostOf(ep);
+  return h && tokenHosts().includes(h) ? state.token : "";
+}
 $("token").value = state.token;
 $("remember").checked = !!sessionStorage.getItem("qs-token");
 $("token").addEventListener("input", () => { state.token = $("token").value.trim(); if ($("remember").checked) sessionStorage.setItem("qs-token", state.token); });
@@ -169,7 +190,7 @@ async function openRepo(source, rev) {
   performance.mark("qs-open");
   let json;
   try {
-    json = await qs.open(source, { endpoint: endpoint(), revision: rev, token: state.token,
+    json = await qs.open(source, { endpoint: endpoint(), revision: rev, token: tokenFor(source, endpoint()), tokenHosts: tokenHosts(),
       onProgress: (s, at) => { if (my === state.opening) progress(JSON.parse(s), at); },
       onTrace: (phase, at) => performance.mark("qs-engine-" + phase, { startTime: at }) });
   } catch (err) {
@@ -211,7 +232,10 @@ function showError(err, source) {
   const msg = (err.message || String(err)).replace(/:? ?pass --token or set HF_TOKEN/g, "");
   kids.push(el("p", { class: "small", id: "error-message", text: msg }));
   if (err.kind === "auth") {
-    const given = state.token ? "The token in Settings was refused: it needs access to this repo. " : "";
+    const held = state.token && !tokenFor(source, endpoint());
+    const given = held ? "The token in Settings was not sent to " + (hostOf(/:\/\//.test(source) ? source : endpoint()) || "this hub") +
+      ": a token goes only to huggingface.co, this page's server and an endpoint chosen under Settings. Choose this one there to send it. "
+      : state.token ? "The token in Settings was refused: it needs access to this repo. " : "";
     kids.splice(2, 0, el("p", { id: "error-advice" }, given + "Paste a token in the field under Settings (opened above) and press Inspect. ",
       state.demoToken && source.startsWith("quantscope-demo/") ? el("span", {}, "The demo repos' token is ", el("code", { text: state.demoToken }), ".") : null));
   }
@@ -552,5 +576,5 @@ async function sample() {
   $("sample").dataset.ready = name + ":" + s.row_start;
 }
 
-if (window.companion) companion.defaults = () => ({ endpoint: endpoint(), hubToken: state.token });
+if (window.companion) companion.defaults = source => ({ endpoint: endpoint(), hubToken: tokenFor(source || "", endpoint()) });
 serverInfo().then(() => { const s = urlState(); if (s.endpoint) setEndpoint(s.endpoint); pushState(s, true); apply(s); });

@@ -4,7 +4,7 @@
 // docs/protocol.md (companion/proto) and offers window.companion:
 //
 //   companion.submit(op, source, revision, module, params, onProgress, opts) → Promise<{json, arrays, files, note}>
-//       (the promise has .id; opts: {endpoint, hubToken}, default from companion.defaults())
+//       (the promise has .id; opts: {endpoint, hubToken}, default from companion.defaults(source))
 //   companion.cancel(id)
 //   companion.connected() → bool;  companion.info() → the hello (backends, cpu_cores, gpus, ops, limits)
 //   companion.connect(url, token);  companion.disconnect()
@@ -180,7 +180,7 @@ if (typeof window !== "undefined") (function () {
   }
 
   function submit(op, source, revision, module, params, onProgress, opts) {
-    const o = Object.assign({}, api.defaults ? api.defaults() : {}, opts || {});
+    const o = Object.assign({}, api.defaults ? api.defaults(source) : {}, opts || {});
     const id = "j" + (++seq);
     const p = new Promise((resolve, reject) => {
       if (!hello || !ws) { reject(Object.assign(new Error("no companion connected"), { id, code: "disconnected" })); return; }
@@ -205,7 +205,7 @@ if (typeof window !== "undefined") (function () {
     submit, cancel, connect, disconnect,
     connected: () => !!hello,
     info: () => hello,
-    defaults: null, // set by app.js: () => ({endpoint, hubToken})
+    defaults: null, // set by app.js: source => ({endpoint, hubToken})
   };
   window.companion = api;
 
@@ -228,6 +228,9 @@ if (typeof window !== "undefined") (function () {
       t.value = "";
     });
     emit();
-    if (token) connect(url, token); // opened with the URL `quantscope serve` printed
+    // Opened with the URL `quantscope serve` printed: the token is that
+    // server's, so it goes to this page's own origin, never to a companion
+    // URL saved earlier (whatever listens there now would be handed it).
+    if (token) connect("", token);
   });
 })();

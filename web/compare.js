@@ -33,7 +33,7 @@ const Compare = (() => {
     let d;
     try {
       const qs = await engine;
-      d = JSON.parse(await qs.compare(s.compare, { endpoint: endpoint(), token: state.token }));
+      d = JSON.parse(await qs.compare(s.compare, { endpoint: endpoint(), token: tokenFor(s.compare, endpoint()), tokenHosts: tokenHosts() }));
     } catch (err) {
       if (my !== asked) return;
       body.replaceChildren(el("p", { class: "error-line", id: "compare-error", text: `cannot read ${s.compare}: ${err.message || err}` }));

@@ -26,6 +26,24 @@ type Spec struct {
 	URL      string // for KindURL
 }
 
+// OfficialHosts are the Hugging Face hub's own hosts: a token given for
+// the hub may go to them (callers decide where else).
+var OfficialHosts = []string{"huggingface.co", "www.huggingface.co", "hf.co"}
+
+// Host is the host (and port) a Spec's requests go to first: the URL's
+// for KindURL, the endpoint's otherwise.
+func (s Spec) Host() string {
+	target := s.Endpoint
+	if s.Kind == KindURL {
+		target = s.URL
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
 // ParseSource reads a remote SOURCE against a default endpoint (used for
 // the ORG/NAME form; a full URL names its own hub). A URL on the endpoint's
 // host, or on huggingface.co / hf.co, is read with the hub's URL layout.

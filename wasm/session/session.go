@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
@@ -24,6 +25,10 @@ type Options struct {
 	Endpoint string      // for ORG/NAME sources; default the real hub
 	Revision string      // overrides a revision in the SOURCE
 	Token    string      // sent as a Bearer header to the hub's host only
+	// TokenHosts, when not nil, are the hosts besides hub.OfficialHosts that
+	// Token may go to (the page's own server, endpoints its user chose); to
+	// any other (a hub only a link or a SOURCE URL names) it is not sent.
+	TokenHosts []string
 	Fetcher  hub.Fetcher // the browser's fetch in wasm; net/http in tests
 	Progress func(checkpoint.Progress)
 	Trace    func(phase string)
@@ -57,6 +62,10 @@ func Open(ctx context.Context, source string, opt Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	withheld := ""
+	if opt.Token != "" && opt.TokenHosts != nil && !slices.Contains(opt.TokenHosts, spec.Host()) && !slices.Contains(hub.OfficialHosts, spec.Host()) {
+		opt.Token, withheld = "", spec.Host()
+	}
 	opts := []hub.Option{hub.WithToken(opt.Token), hub.WithParallel(pageParallel), hub.WithTimeout(pageTimeout)}
 	if opt.Fetcher != nil {
 		opts = append(opts, hub.WithFetcher(opt.Fetcher))
@@ -67,6 +76,9 @@ func Open(ctx context.Context, source string, opt Options) (*Session, error) {
 	}
 	ck, err := checkpoint.Load(ctx, src, checkpoint.Options{KeepGoing: true, Parallel: pageParallel, Progress: opt.Progress, Trace: opt.Trace})
 	if err != nil {
+		if withheld != "" {
+			err = fmt.Errorf("%w (the token was not sent to %s: no endpoint chosen in Settings names it)", err, withheld)
+		}
 		return nil, err
 	}
 	return &Session{ck: ck, src: src}, nil

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/quantscope/quantscope/companion/localhub"
@@ -190,6 +192,43 @@ func TestHistogramExtremes(t *testing.T) {
 		}
 		if n != finite || !(h.Hi > h.Lo) {
 			t.Errorf("%v: %d of %d finite values binned, range [%g, %g]", v, n, finite, h.Lo, h.Hi)
+		}
+	}
+}
+
+// With TokenHosts given, the token goes to those hosts and Hugging Face's
+// only: a hub that just the SOURCE names gets no Authorization, and the
+// error says the token was held back.
+func TestTokenHosts(t *testing.T) {
+	var mu sync.Mutex
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, c := range []struct {
+		hosts []string
+		want  string
+	}{{[]string{"127.0.0.1:1"}, ""}, {[]string{host}, "Bearer hf_x"}, {nil, "Bearer hf_x"}} {
+		_, err := Open(context.Background(), srv.URL+"/org/name/tree/main", Options{Token: "hf_x", TokenHosts: c.hosts})
+		mu.Lock()
+		got := auth
+		auth = nil
+		mu.Unlock()
+		if err == nil || len(got) == 0 {
+			t.Fatalf("hosts %v: %v after %d requests", c.hosts, err, len(got))
+		}
+		for _, a := range got {
+			if a != c.want {
+				t.Errorf("hosts %v: sent %q, want %q", c.hosts, a, c.want)
+			}
+		}
+		if held := strings.Contains(err.Error(), "the token was not sent to "+host); held != (c.want == "") {
+			t.Errorf("hosts %v: %v", c.hosts, err)
 		}
 	}
 }
