@@ -73,6 +73,9 @@ func ActMax(ctx context.Context, m *model.Model, d *Data, o Options, hooks ActMa
 					if p != name {
 						return nil
 					}
+					if err := finite(p, x); err != nil {
+						return err
+					}
 					if hooks.Observed != nil {
 						hooks.Observed(p, append([]string(nil), frozen...))
 					}

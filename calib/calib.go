@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -139,7 +140,13 @@ func observeAll(ctx context.Context, m *model.Model, d *Data, o Options, fn func
 	L := m.Config.Layers
 	opt := extra
 	opt.W4A, opt.Recipe = o.W4A, o.Recipe
-	opt.Observe = func(p string, x kernels.Matrix) error { fn(p, x); return nil }
+	opt.Observe = func(p string, x kernels.Matrix) error {
+		if err := finite(p, x); err != nil {
+			return err
+		}
+		fn(p, x)
+		return nil
+	}
 	for l := range L {
 		opt.Weights = model.NewWeightCache()
 		for i := range hs {
@@ -148,6 +155,19 @@ func observeAll(ctx context.Context, m *model.Model, d *Data, o Options, fn func
 			}
 		}
 		o.progress(l+1, L)
+	}
+	return nil
+}
+
+// finite refuses a producer's values that hold a NaN or an infinity (a
+// weight, or the data, made the forward overflow): every pass's statistics
+// of them would be meaningless, a percentile's bin index among them.
+func finite(producer string, x kernels.Matrix) error {
+	for i, v := range x.Data {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			cols := max(x.Cols, 1)
+			return fmt.Errorf("producer %s: rule finite-activations: token %d, channel %d is %v", producer, i/cols, i%cols, v)
+		}
 	}
 	return nil
 }

@@ -17,8 +17,17 @@ import (
 
 func loadLlama(t testing.TB, storage string) (*model.Model, map[string]synth.Matrix) {
 	t.Helper()
+	return loadLlamaWith(t, storage, nil)
+}
+
+// loadLlamaWith is loadLlama with the weights changed by edit first.
+func loadLlamaWith(t testing.TB, storage string, edit func(map[string]synth.Matrix)) (*model.Model, map[string]synth.Matrix) {
+	t.Helper()
 	s := synth.SmallLlama()
 	w := synth.LlamaWeights(s)
+	if edit != nil {
+		edit(w)
+	}
 	repo, err := synth.LlamaRepo(s, w, storage)
 	if err != nil {
 		t.Fatal(err)

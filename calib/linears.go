@@ -46,7 +46,11 @@ func eachLayerInputs(ctx context.Context, m *model.Model, d *Data, o Options, wa
 		for _, p := range projectionNames {
 			name := fmt.Sprintf("model.layers.%d.%s", l, p)
 			if xs, ok := got[name]; ok {
-				if err := fn(name, stack(xs)); err != nil {
+				x := stack(xs)
+				if err := finite(name, x); err != nil {
+					return err
+				}
+				if err := fn(name, x); err != nil {
 					return err
 				}
 			}

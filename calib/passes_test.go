@@ -13,6 +13,7 @@ import (
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 	"github.com/quantscope/quantscope/model"
+	"github.com/quantscope/quantscope/synth"
 )
 
 func TestWeightMax(t *testing.T) {
@@ -227,5 +228,42 @@ func TestLocalHessian(t *testing.T) {
 	}
 	if _, _, err := DumpInputs(ctx, m, d, Options{}, "model.layers.1.mlp", path); err == nil {
 		t.Error("a non-projection accepted")
+	}
+}
+
+// An embedding row holding a NaN or an infinity makes every pass refuse
+// the producer it reaches, naming it and the rule: a percentile's bin index
+// of NaN panicked, headroom binned it low and reported finite scales, and
+// awq_lite ended on an unnamed JSON error. act_max runs on GPTQ weights.
+func TestNonFiniteActivations(t *testing.T) {
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+		m, _ := loadLlamaWith(t, "f32", poison(bad))
+		d := dataFile(t, 9, 14)
+		ctx := context.Background()
+		for name, run := range map[string]func() error{
+			"percentile": func() error { _, err := Percentiles(ctx, m, d, Options{}, 99.99); return err },
+			"headroom":   func() error { _, err := Headrooms(ctx, m, d, Options{}, HeadroomRho); return err },
+			"awq_lite":   func() error { _, err := AWQLite(ctx, m, d, Options{}, cpu.New()); return err },
+		} {
+			err := run()
+			if err == nil || !strings.Contains(err.Error(), "rule finite-activations") || !strings.Contains(err.Error(), "producer ") {
+				t.Errorf("%v in the embedding, %s: %v", bad, name, err)
+			}
+		}
+		g, _ := loadLlamaWith(t, "gptq", poison(bad))
+		if _, err := ActMax(ctx, g, d, Options{}, ActMaxHooks{}); err == nil || !strings.Contains(err.Error(), "rule finite-activations") {
+			t.Errorf("%v in the embedding, act_max: %v", bad, err)
+		}
+	}
+}
+
+// poison puts bad in the first channel of every token's embedding.
+func poison(bad float32) func(map[string]synth.Matrix) {
+	return func(w map[string]synth.Matrix) {
+		e := w["model.embed_tokens"]
+		cols := int(e.Shape[1])
+		for r := range int(e.Shape[0]) {
+			e.Data[r*cols] = bad
+		}
 	}
 }

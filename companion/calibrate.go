@@ -26,8 +26,9 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&p.Data, "data", "", "calibration token ids, one sequence per line")
 	fs.StringVar(&p.W4A, "w4a", "", "act_max: nvfp4 (default); percentile/headroom: the forward's mode while data flows (none, fp8, nvfp4)")
 	fs.StringVar(&p.Recipe, "recipe", "", "NVFP4 activation recipe: nvidia, four_six, least_squares (default), least_squares_grid")
-	fs.Float64Var(&p.Percentile, "percentile", 99.99, "percentile: the percentile of |x|")
-	fs.Float64Var(&p.Rho, "rho", calib.HeadroomRho, "headroom: rho, in (0, 28672)")
+	pc := fs.Float64("percentile", 99.99, "percentile: the percentile of |x|")
+	rho := fs.Float64("rho", calib.HeadroomRho, "headroom: rho, in (0, 28672)")
+	p.Percentile, p.Rho = pc, rho
 	fs.StringVar(&p.Module, "module", "", "local_hessian: dump this projection's inputs to --out (quantize --recipe local_hessian --data reads them)")
 	var sf sourceFlags
 	sf.register(fs, true, true)

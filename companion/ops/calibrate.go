@@ -22,8 +22,8 @@ type CalibrateParams struct {
 	Data       string  `json:"data"`
 	W4A        string  `json:"w4a"`        // act_max: nvfp4 (the default); percentile/headroom: the forward's mode
 	Recipe     string  `json:"recipe"`     // NVFP4 activation recipe, default least_squares
-	Percentile float64 `json:"percentile"` // percentile: default 99.99
-	Rho        float64 `json:"rho"`        // headroom: default 16384
+	Percentile *float64 `json:"percentile,omitempty"` // percentile: default 99.99 (0, like any value outside (0, 100], refused)
+	Rho        *float64 `json:"rho,omitempty"`        // headroom: default 16384
 	// Module, for local_hessian: dump that projection's inputs (the --data
 	// file of quantize --recipe local_hessian) instead of the report.
 	Module string `json:"module"`
@@ -105,9 +105,9 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 		}
 		return res, nil
 	case "percentile":
-		pc := p.Percentile
-		if pc == 0 {
-			pc = 99.99
+		pc := 99.99
+		if p.Percentile != nil {
+			pc = *p.Percentile
 		}
 		r, err := calib.Percentiles(ctx, m, d, o, pc)
 		if err != nil {
@@ -115,9 +115,9 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 		}
 		return &Result{JSON: map[string]any{"pass": p.Pass, "percentile": pc, "bins": calib.PercentileBins, "recipe": recipeOr(p.Recipe), "w4a": w4aOr(p.W4A), "producers": r, "data": ref}}, nil
 	case "headroom":
-		rho := p.Rho
-		if rho == 0 {
-			rho = calib.HeadroomRho
+		rho := float64(calib.HeadroomRho)
+		if p.Rho != nil {
+			rho = *p.Rho
 		}
 		r, err := calib.Headrooms(ctx, m, d, o, rho)
 		if err != nil {

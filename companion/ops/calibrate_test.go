@@ -52,7 +52,8 @@ func TestCalibrateOp(t *testing.T) {
 			t.Fatalf("%s = %v", a.Name, a.F32)
 		}
 	}
-	for _, bad := range []string{`{"pass":"act_max"}`, `{"pass":"median","data":"x"}`, `{"pass":"act_max","data":"` + data + `","w4a":"fp8"}`, `{"pass":"act_max","data":"` + data + `","recipe":"nvidia_headroom"}`, `{"pass":"awq_lite","data":"` + data + `","w4a":"nvfp4"}`, `{"pass":"act_max","bogus":1}`} {
+	for _, bad := range []string{`{"pass":"act_max"}`, `{"pass":"median","data":"x"}`, `{"pass":"act_max","data":"` + data + `","w4a":"fp8"}`, `{"pass":"act_max","data":"` + data + `","recipe":"nvidia_headroom"}`, `{"pass":"awq_lite","data":"` + data + `","w4a":"nvfp4"}`, `{"pass":"act_max","bogus":1}`,
+		`{"pass":"percentile","data":"` + data + `","percentile":0}`, `{"pass":"headroom","data":"` + data + `","rho":0}`} {
 		if _, err := op(context.Background(), env, "", json.RawMessage(bad)); err == nil {
 			t.Errorf("%s accepted", bad)
 		}

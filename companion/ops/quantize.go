@@ -165,6 +165,9 @@ const maxActivationsFile = 1 << 30
 
 // ReadActivations reads a little-endian float32 file of [tokens, in] values.
 func ReadActivations(path string, in int) (*kernels.Matrix, error) {
+	if in <= 0 {
+		return nil, fmt.Errorf("%s: rule local-hessian-data: the weight has %d input columns, so no activations fit it", path, in)
+	}
 	b, err := userfile.Read(path, maxActivationsFile)
 	if err != nil {
 		return nil, fmt.Errorf("--data: %w", err)

@@ -383,3 +383,12 @@ func TestQuantizeOutName(t *testing.T) {
 		t.Errorf("default name %q", n)
 	}
 }
+
+// A weight with no input columns takes no activations (it divided by zero).
+func TestActivationsOfEmptyWeight(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "act.bin")
+	os.WriteFile(p, make([]byte, 64), 0o644)
+	if _, err := ReadActivations(p, 0); err == nil || !strings.Contains(err.Error(), "rule local-hessian-data") {
+		t.Errorf("activations for a 0-column weight: %v", err)
+	}
+}

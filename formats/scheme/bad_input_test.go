@@ -2,6 +2,7 @@ package scheme
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"runtime"
 	"slices"
@@ -323,5 +324,24 @@ func TestEmptyWeightWideRows(t *testing.T) {
 	}
 	if smp, err := SampleRows(m, mem, 0, 5, 0, 0); err != nil || len(smp.Values) != 0 {
 		t.Fatalf("no inputs, sample: %v", err)
+	}
+}
+
+// An empty weight that claims 2^40 or 2^63 rows is refused by the stream
+// with its module and rule (int(2^63) was negative: a makeslice panic; 2^40
+// rows of nothing took half a minute); a modest empty weight opens.
+func TestEmptyWeightTallRows(t *testing.T) {
+	for _, rows := range []uint64{1 << 40, 1 << 63} {
+		mem := newMem(t, []safetensors.WriteTensor{{Name: "m.weight", DType: safetensors.F32, Shape: []uint64{rows, 0}}})
+		m := Group(mem.infos(), nil, nil)[0]
+		_, err := OpenRows(m, mem)
+		var de *DequantError
+		if !errors.As(err, &de) || de.Module != "m" || de.Tensor != "m.weight" || de.Rule != "shape" {
+			t.Errorf("%d × 0: %v", rows, err)
+		}
+	}
+	mem := newMem(t, []safetensors.WriteTensor{{Name: "m.weight", DType: safetensors.F32, Shape: []uint64{1 << 20, 0}}})
+	if _, err := OpenRows(Group(mem.infos(), nil, nil)[0], mem); err != nil {
+		t.Errorf("2^20 × 0: %v", err)
 	}
 }

@@ -54,6 +54,16 @@ const (
 // OpenRows checks that m can be decoded and prepares its stream.
 func OpenRows(m *Module, r TensorReader) (*RowStream, error) {
 	rows, cols := m.Matrix2D()
+	if rows > math.MaxInt32 { // no weight has 2^31 rows; int() of 2^63 is negative (too wide a row is the "columns" rule's)
+		name := ""
+		for _, role := range []string{"weight", "weight_packed", "qweight", "blocks"} {
+			if t := m.infos.get(role); t != nil {
+				name = t.Name
+				break
+			}
+		}
+		return nil, &DequantError{Module: m.Name, Tensor: name, Rule: "shape", Msg: fmt.Sprintf("a %d × %d weight: no real weight has 2^31 rows", rows, cols)}
+	}
 	s := &RowStream{m: m, r: r, rows: int(rows), cols: int(cols)}
 	d := &dq{m: m, r: r, rows: s.rows, cols: s.cols}
 	var err error

@@ -44,11 +44,11 @@ func grow[T any](b []T, n int) []T {
 func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, meta bool, progress kernels.Progress,
 	work func(worker int, band *kernels.Band) error, sink func(*kernels.Band) error) error {
 	rows, cols := src.Shape()
-	per := kernels.BandRows(cols, chunk)
-	nb := (rows + per - 1) / per
-	if nb == 0 {
+	if rows <= 0 || cols <= 0 { // no values: no bands (a [2^62, 0] weight is 2^45 empty ones)
 		return ctx.Err()
 	}
+	per := kernels.BandRows(cols, chunk)
+	nb := (rows + per - 1) / per
 	workers := min(b.workers(), nb)
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)

@@ -311,3 +311,16 @@ func TestStatsEdgeCases(t *testing.T) {
 		t.Fatalf("no E4M3 scales, fraction %v", st.ScaleAtMaxFraction)
 	}
 }
+
+// A source with no values (rows of no columns, or no rows) gives no bands
+// and decodes nothing: 2^45 empty bands once took minutes.
+func TestDequantizeEmpty(t *testing.T) {
+	for _, shape := range [][2]int{{1 << 50, 0}, {0, 1 << 20}} {
+		g := &genSource{rows: shape[0], cols: shape[1], f: rowValue}
+		bands := 0
+		err := New().Dequantize(context.Background(), g, kernels.DequantOptions{}, func(*kernels.Band) error { bands++; return nil })
+		if err != nil || bands != 0 || g.started.Load() != 0 {
+			t.Errorf("%v: %v, %d bands, %d decodes", shape, err, bands, g.started.Load())
+		}
+	}
+}
