@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Config is what the Llama forward reads from config.json.
@@ -25,6 +26,8 @@ type Config struct {
 	RopeTheta               float64
 	Scaling                 *RopeScaling // nil: plain RoPE
 	Tied                    bool         // tie_word_embeddings
+	ModelType               string       // model_type (Bias's rules differ by it)
+	AttentionBias, MLPBias  bool         // attention_bias, mlp_bias
 }
 
 // RopeScaling is rope_scaling of type llama3 (Llama 3.1's frequency bands).
@@ -48,6 +51,8 @@ type rawConfig struct {
 	RopeScaling   json.RawMessage `json:"rope_scaling"`
 	Tied          *bool           `json:"tie_word_embeddings"`
 	HiddenAct     string          `json:"hidden_act"`
+	AttentionBias bool            `json:"attention_bias"`
+	MLPBias       bool            `json:"mlp_bias"`
 	TextConfig    *rawConfig      `json:"text_config"`
 }
 
@@ -70,7 +75,8 @@ func ParseConfig(configJSON []byte) (*Config, error) {
 	if r.HiddenAct != "" && r.HiddenAct != "silu" {
 		return nil, fmt.Errorf("config.json: hidden_act %q: the Llama MLP is SwiGLU (silu)", r.HiddenAct)
 	}
-	c := &Config{Layers: r.Layers, Hidden: r.Hidden, Inter: r.Inter, Heads: r.Heads, KVHeads: r.KVHeads, HeadDim: r.HeadDim, Vocab: r.Vocab, Eps: 1e-6, RopeTheta: 10000}
+	c := &Config{Layers: r.Layers, Hidden: r.Hidden, Inter: r.Inter, Heads: r.Heads, KVHeads: r.KVHeads, HeadDim: r.HeadDim, Vocab: r.Vocab, Eps: 1e-6, RopeTheta: 10000,
+		ModelType: r.ModelType, AttentionBias: r.AttentionBias, MLPBias: r.MLPBias}
 	if r.Eps != nil {
 		c.Eps = *r.Eps
 	}
@@ -100,9 +106,24 @@ func ParseConfig(configJSON []byte) (*Config, error) {
 	if c.HeadDim%2 != 0 {
 		return nil, fmt.Errorf("config.json: head_dim %d is odd; rotary embeddings rotate pairs", c.HeadDim)
 	}
-	if !(c.RopeTheta > 0) || !(c.Eps >= 0) {
-		return nil, fmt.Errorf("config.json: rope_theta %v, rms_norm_eps %v: want positive values", c.RopeTheta, c.Eps)
+	if !(c.RopeTheta > 0) {
+		return nil, fmt.Errorf("config.json: rope_theta %v: want a positive value", c.RopeTheta)
 	}
+	// The norm adds eps to the mean square in float32.
+	if e := float32(c.Eps); !(e > 0) || math.IsInf(float64(e), 0) {
+		return nil, fmt.Errorf("config.json: rms_norm_eps %v is %v as float32, which the norm adds to the mean square: want it finite and positive", c.Eps, e)
+	}
+	if err := r.scaling(c); err != nil {
+		return nil, err
+	}
+	if err := c.checkInvFreq(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// scaling reads rope_scaling into c.Scaling.
+func (r *rawConfig) scaling(c *Config) error {
 	if len(r.RopeScaling) > 0 && string(r.RopeScaling) != "null" {
 		var s struct {
 			Type, RopeType                        string
@@ -111,7 +132,7 @@ func ParseConfig(configJSON []byte) (*Config, error) {
 		}
 		var m map[string]any
 		if err := json.Unmarshal(r.RopeScaling, &m); err != nil {
-			return nil, fmt.Errorf("config.json: rope_scaling: %w", err)
+			return fmt.Errorf("config.json: rope_scaling: %w", err)
 		}
 		get := func(k string) float64 { f, _ := m[k].(float64); return f }
 		s.Type, _ = m["rope_type"].(string)
@@ -123,14 +144,14 @@ func ParseConfig(configJSON []byte) (*Config, error) {
 		case "default":
 		case "llama3":
 			if !(s.Factor > 0) || !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || !(s.OriginalMaxPosition > 0) {
-				return nil, fmt.Errorf("config.json: rope_scaling llama3 needs factor, low_freq_factor < high_freq_factor and original_max_position_embeddings, got %s", r.RopeScaling)
+				return fmt.Errorf("config.json: rope_scaling llama3 needs factor, low_freq_factor < high_freq_factor and original_max_position_embeddings, got %s", r.RopeScaling)
 			}
 			c.Scaling = &RopeScaling{Factor: s.Factor, LowFreqFactor: s.LowFreqFactor, HighFreqFactor: s.HighFreqFactor, OriginalMaxPosition: s.OriginalMaxPosition}
 		default:
-			return nil, fmt.Errorf("config.json: rope_scaling type %q: the forward implements llama3 (and none)", s.Type)
+			return fmt.Errorf("config.json: rope_scaling type %q: the forward implements llama3 (and none)", s.Type)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // InvFreq is the rotary inverse frequencies, HF's
@@ -166,4 +187,48 @@ func (c *Config) InvFreq() []float32 {
 		f[i] = float32(inv)
 	}
 	return f
+}
+
+// checkInvFreq refuses a rope_theta or rope_scaling whose inverse
+// frequencies are not all finite and positive in float32: an infinite one
+// makes every logit NaN, a zero one leaves its pair unrotated.
+func (c *Config) checkInvFreq() error {
+	plain := &Config{HeadDim: c.HeadDim, RopeTheta: c.RopeTheta}
+	for i, v := range plain.InvFreq() {
+		if !finitePositive(v) {
+			return fmt.Errorf("config.json: rope_theta %v gives inverse frequency %d (1/theta^(%d/%d)) %v in float32: want every one finite and positive", c.RopeTheta, i, 2*i, c.HeadDim, v)
+		}
+	}
+	if c.Scaling == nil {
+		return nil
+	}
+	for i, v := range c.InvFreq() {
+		if !finitePositive(v) {
+			s := c.Scaling
+			return fmt.Errorf("config.json: rope_scaling llama3 (factor %v, low_freq_factor %v, high_freq_factor %v, original_max_position_embeddings %v) scales inverse frequency %d to %v in float32: want every one finite and positive", s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalMaxPosition, i, v)
+		}
+	}
+	return nil
+}
+
+func finitePositive(v float32) bool { return v > 0 && !math.IsInf(float64(v), 1) }
+
+// Bias says whether Hugging Face's model class for the config's model_type
+// gives a decoder projection ("self_attn.q_proj" … "mlp.down_proj") a bias,
+// and the rule that decides it: Qwen2's q/k/v_proj always, its o_proj and
+// MLP never; Mistral's none; Llama's attention projections when
+// attention_bias, its MLP's when mlp_bias (both default false). No LM head
+// has one, nor a tied embedding.
+func (c *Config) Bias(projection string) (bool, string) {
+	attn := strings.HasPrefix(projection, "self_attn.")
+	switch c.ModelType {
+	case "qwen2":
+		return attn && projection != "self_attn.o_proj", "model_type qwen2 gives q_proj, k_proj and v_proj a bias and no other projection one"
+	case "mistral":
+		return false, "model_type mistral gives no projection a bias"
+	}
+	if attn {
+		return c.AttentionBias, fmt.Sprintf("config.json's attention_bias is %v", c.AttentionBias)
+	}
+	return c.MLPBias, fmt.Sprintf("config.json's mlp_bias is %v", c.MLPBias)
 }

@@ -75,30 +75,83 @@ func New(c *checkpoint.Checkpoint, be kernels.W4A) (*Model, error) {
 	} else {
 		m.ops = cpu.New()
 	}
-	H, q, kv := cfg.Hidden, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	want := map[string][2]int{"model.embed_tokens": {cfg.Vocab, H}, "model.norm": {1, H}}
+	if err := m.checkModules(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkModules checks, headers only, that every module the forward reads is
+// there with the shape config.json implies, and each projection's bias
+// against its architecture's rule: the embedding, the final norm and the
+// head, then the layers in order, so that a config claiming more layers
+// than are stored stops at the first missing module, having made nothing
+// the size of num_hidden_layers.
+func (m *Model) checkModules() error {
+	cfg := m.Config
+	H := cfg.Hidden
+	if err := m.checkModule("model.embed_tokens", cfg.Vocab, H, ""); err != nil {
+		return err
+	}
+	if err := m.checkModule("model.norm", 1, H, ""); err != nil {
+		return err
+	}
 	if !cfg.Tied {
-		want["lm_head"] = [2]int{cfg.Vocab, H}
+		if err := m.checkModule("lm_head", cfg.Vocab, H, ""); err != nil {
+			return err
+		}
 	}
 	for l := range cfg.Layers {
 		p := fmt.Sprintf("model.layers.%d.", l)
-		want[p+"input_layernorm"] = [2]int{1, H}
-		want[p+"post_attention_layernorm"] = [2]int{1, H}
-		for _, s := range [][3]any{{"self_attn.q_proj", q, H}, {"self_attn.k_proj", kv, H}, {"self_attn.v_proj", kv, H}, {"self_attn.o_proj", H, q}, {"mlp.gate_proj", cfg.Inter, H}, {"mlp.up_proj", cfg.Inter, H}, {"mlp.down_proj", H, cfg.Inter}} {
-			want[p+s[0].(string)] = [2]int{s[1].(int), s[2].(int)}
+		of := fmt.Sprintf(" (layer %d of num_hidden_layers %d)", l, cfg.Layers)
+		for _, n := range []string{"input_layernorm", "post_attention_layernorm"} {
+			if err := m.checkModule(p+n, 1, H, of); err != nil {
+				return err
+			}
+		}
+		for _, proj := range projections {
+			rows, cols := m.projectionShape(proj)
+			if err := m.checkModule(p+proj, rows, cols, of); err != nil {
+				return err
+			}
+			if err := m.checkBias(p + proj); err != nil {
+				return err
+			}
 		}
 	}
-	for name, shape := range want {
-		mod, ok := c.Module(name)
-		if !ok || mod.Name != name || mod.Format == scheme.FormatNone {
-			return nil, fmt.Errorf("%s: no weight for module %q, which config.json's Llama shape needs", c.Source.Name(), name)
-		}
-		rows, cols := mod.Matrix2D()
-		if int(rows) != shape[0] || int(cols) != shape[1] {
-			return nil, fmt.Errorf("%s: module %q is [%d, %d], config.json implies [%d, %d]", c.Source.Name(), name, rows, cols, shape[0], shape[1])
-		}
+	return nil
+}
+
+// projectionShape is a projection's [out, in] as config.json implies it.
+func (m *Model) projectionShape(proj string) (rows, cols int) {
+	cfg := m.Config
+	H, q, kv := cfg.Hidden, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	switch proj {
+	case "self_attn.q_proj":
+		return q, H
+	case "self_attn.k_proj", "self_attn.v_proj":
+		return kv, H
+	case "self_attn.o_proj":
+		return H, q
+	case "mlp.down_proj":
+		return H, cfg.Inter
 	}
-	return m, nil
+	return cfg.Inter, H // gate_proj, up_proj
+}
+
+// checkModule checks that the module name has a weight of [rows, cols];
+// where says which layer wants it ("" for the others).
+func (m *Model) checkModule(name string, rows, cols int, where string) error {
+	src := m.c.Source.Name()
+	mod, ok := m.c.Module(name)
+	if !ok || mod.Name != name || mod.Format == scheme.FormatNone {
+		return fmt.Errorf("%s: no weight for module %q, which config.json's Llama shape needs%s", src, name, where)
+	}
+	r, c := mod.Matrix2D()
+	if int(r) != rows || int(c) != cols {
+		return fmt.Errorf("%s: module %q is [%d, %d], config.json implies [%d, %d]", src, name, r, c, rows, cols)
+	}
+	return nil
 }
 
 // MemoryBound is the most heap a forward of T tokens needs, in bytes: the
@@ -351,14 +404,11 @@ func (m *Model) readLinear(name string, w4a bool) (layerWeight, error) {
 }
 
 // head is the LM head (or the tied embedding) over x, a chunk of vocabulary
-// rows at a time.
+// rows at a time. It has no bias in any architecture the forward runs; a
+// stored one is not used, as Hugging Face ignores unexpected weights.
 func (m *Model) head(ctx context.Context, x kernels.Matrix) (kernels.Matrix, error) {
 	mod := m.headModule()
 	V, H, T := m.Config.Vocab, m.Config.Hidden, x.Rows
-	bias, err := m.bias(mod)
-	if err != nil {
-		return kernels.Matrix{}, err
-	}
 	logits := kernels.Matrix{Rows: T, Cols: V, Data: make([]float32, T*V)}
 	step := m.headChunk()
 	for lo := 0; lo < V; lo += step {
@@ -367,11 +417,7 @@ func (m *Model) head(ctx context.Context, x kernels.Matrix) (kernels.Matrix, err
 		if err != nil {
 			return kernels.Matrix{}, err
 		}
-		var b []float32
-		if bias != nil {
-			b = bias[lo:hi]
-		}
-		y, err := m.be.LinearF32(ctx, x, kernels.Matrix{Rows: hi - lo, Cols: H, Data: w}, b)
+		y, err := m.be.LinearF32(ctx, x, kernels.Matrix{Rows: hi - lo, Cols: H, Data: w}, nil)
 		if err != nil {
 			return kernels.Matrix{}, err
 		}

@@ -157,11 +157,16 @@ func (st *stream) operand(ctx context.Context, x kernels.Matrix, policy, produce
 func (m *Model) Embed(tokens []int) (kernels.Matrix, error) {
 	H := m.Config.Hidden
 	h := kernels.Matrix{Rows: len(tokens), Cols: H, Data: make([]float32, len(tokens)*H)}
-	embed, _ := m.c.Module("model.embed_tokens")
 	for t, id := range tokens {
 		if id < 0 || id >= m.Config.Vocab {
 			return kernels.Matrix{}, &TokenError{Position: t, ID: id, Vocab: m.Config.Vocab}
 		}
+	}
+	embed, _ := m.c.Module("model.embed_tokens")
+	if embed.Layout == scheme.LayoutGPTQ || embed.Layout == scheme.LayoutGPTQv2 || embed.Layout == scheme.LayoutAWQ {
+		return h, m.gatherEmbed(embed, tokens, h)
+	}
+	for t, id := range tokens {
 		row, err := scheme.Dequantize(embed, m.c, id, id+1)
 		if err != nil {
 			return kernels.Matrix{}, err
@@ -169,6 +174,41 @@ func (m *Model) Embed(tokens []int) (kernels.Matrix, error) {
 		copy(h.Data[t*H:], row)
 	}
 	return h, nil
+}
+
+// gatherEmbed fills h with the tokens' rows of an embedding packed along
+// the hidden dimension (GPTQ, AWQ), where every vocabulary row shares each
+// stored word, so one row costs as much as the whole tensor: it dequantizes
+// windows of hidden columns over the whole vocabulary, each stored word
+// once, and copies out the tokens' parts of each.
+func (m *Model) gatherEmbed(embed *scheme.Module, tokens []int, h kernels.Matrix) error {
+	V, H := m.Config.Vocab, m.Config.Hidden
+	step := m.embedWindow()
+	for c0 := 0; c0 < H; c0 += step {
+		c1 := min(c0+step, H)
+		w, err := scheme.DequantizeWindow(embed, m.c, 0, V, c0, c1)
+		if err != nil {
+			return err
+		}
+		n := c1 - c0
+		for t, id := range tokens {
+			copy(h.Data[t*H+c0:t*H+c1], w[id*n:(id+1)*n])
+		}
+	}
+	return nil
+}
+
+// embedValues is about how many values gatherEmbed dequantizes at once,
+// as many as a chunk of the head (a variable so that a test can make the
+// windows narrower than its small model's hidden size).
+var embedValues = 16 << 20
+
+// embedWindow is how many hidden columns of a packed embedding
+// gatherEmbed dequantizes at once: embedValues over the vocabulary, in
+// multiples of 32 columns (whole words at 2, 3, 4 and 8 bits).
+func (m *Model) embedWindow() int {
+	w := embedValues / m.Config.Vocab
+	return min(m.Config.Hidden, max(32, w/32*32))
 }
 
 // RunLayer runs decoder layer l in place on the residual stream h (one

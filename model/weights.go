@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/safetensors"
@@ -10,17 +11,53 @@ import (
 	"github.com/quantscope/quantscope/kernels"
 )
 
-// bias reads a module's bias as float32, or nil when it has none.
+// bias reads a projection's bias as float32 when its architecture gives it
+// one (Config.Bias), else nil: a stored bias the architecture lacks is not
+// used, as Hugging Face ignores unexpected weights.
 func (m *Model) bias(mod *scheme.Module) ([]float32, error) {
-	info, ok := mod.Info("bias")
-	if !ok {
-		return nil, nil
-	}
-	rows, _ := mod.Matrix2D()
-	if info.NBytes == 0 || uint64(len(info.Shape)) != 1 || info.Shape[0] != rows {
-		return nil, fmt.Errorf("module %q: tensor %q: bias shape %v, want [%d]", mod.Name, info.Name, info.Shape, rows)
+	info, err := m.biasInfo(mod)
+	if info == nil || err != nil {
+		return nil, err
 	}
 	return m.floats(info)
+}
+
+// checkBias checks, headers only, that a projection stores the bias its
+// architecture gives it.
+func (m *Model) checkBias(name string) error {
+	mod, _ := m.c.Module(name)
+	if _, err := m.biasInfo(mod); err != nil {
+		return fmt.Errorf("%s: %w", m.c.Source.Name(), err)
+	}
+	return nil
+}
+
+// biasInfo is the tensor of a projection's bias when its architecture
+// gives it one (nil otherwise); one it needs but lacks, or of the wrong
+// shape, is an error naming the tensor and the rule: Hugging Face would
+// leave such a bias randomly initialised.
+func (m *Model) biasInfo(mod *scheme.Module) (*scheme.TensorInfo, error) {
+	want, rule := m.Config.Bias(projection(mod.Name))
+	if !want {
+		return nil, nil
+	}
+	info, ok := mod.Info("bias")
+	if !ok {
+		return nil, fmt.Errorf("no tensor %q: %s, so the model has this bias and the checkpoint must store it", mod.Name+".bias", rule)
+	}
+	rows, _ := mod.Matrix2D()
+	if info.NBytes == 0 || uint64(len(info.Shape)) != 1 || info.Shape[0] != rows || !info.DType.IsFloat() {
+		return nil, fmt.Errorf("module %q: tensor %q: bias %s %v, want a float [%d]", mod.Name, info.Name, info.DType, info.Shape, rows)
+	}
+	return info, nil
+}
+
+// projection is a layer module's name without "model.layers.N.".
+func projection(name string) string {
+	if _, p, ok := strings.Cut(strings.TrimPrefix(name, "model.layers."), "."); ok {
+		return p
+	}
+	return name
 }
 
 func (m *Model) floats(info *scheme.TensorInfo) ([]float32, error) {
