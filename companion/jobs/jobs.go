@@ -105,6 +105,7 @@ type conn struct {
 
 	mu   sync.Mutex
 	jobs map[string]*job // unanswered jobs
+	live int             // job goroutines still running, answered (cancelled) or not
 	wg   sync.WaitGroup  // job goroutines
 }
 
@@ -226,8 +227,10 @@ func (c *conn) submit(s proto.Submit) {
 		fail(proto.CodeBadRequest, "job %q is already running", s.ID)
 		return
 	}
-	if len(c.jobs) >= c.m.opt.MaxJobs {
-		fail(proto.CodeLimit, "%d jobs are running on this connection, the limit; wait for one or cancel one", len(c.jobs))
+	// A cancelled job is answered at once but counts until its op stops, so
+	// cancelling and resubmitting cannot run more than the limit.
+	if c.live >= c.m.opt.MaxJobs {
+		fail(proto.CodeLimit, "%d jobs are running on this connection, the limit (a cancelled one counts until it stops); wait for one or cancel one", c.live)
 		return
 	}
 	select {
@@ -239,10 +242,16 @@ func (c *conn) submit(s proto.Submit) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	j := &job{id: s.ID, cancel: cancel, start: time.Now(), conn: c}
 	c.jobs[s.ID] = j
+	c.live++
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer func() { <-c.m.running }()
+		defer func() {
+			c.mu.Lock()
+			c.live--
+			c.mu.Unlock()
+		}()
 		defer cancel()
 		j.run(ctx, s, op)
 	}()

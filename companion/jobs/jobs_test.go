@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,9 @@ import (
 	"github.com/quantscope/quantscope/synth"
 )
 
+// stubborn holds test-stubborn jobs until it is closed.
+var stubborn = make(chan struct{})
+
 // Test ops, registered once for the package's tests.
 func init() {
 	ops.Register("test-chatty", func(ctx context.Context, env ops.Env, module string, params json.RawMessage) (*ops.Result, error) {
@@ -39,6 +43,10 @@ func init() {
 	})
 	ops.Register("test-block", func(ctx context.Context, env ops.Env, module string, params json.RawMessage) (*ops.Result, error) {
 		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ops.Register("test-stubborn", func(ctx context.Context, env ops.Env, module string, params json.RawMessage) (*ops.Result, error) {
+		<-stubborn // ignores cancel until the test lets it go
 		return nil, ctx.Err()
 	})
 	ops.Register("test-arrays", func(ctx context.Context, env ops.Env, module string, params json.RawMessage) (*ops.Result, error) {
@@ -397,6 +405,41 @@ func TestLimits(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("b's job kept its slot after b disconnected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A cancelled job is answered at once but holds its connection's slot
+// until its op stops: cancelling and resubmitting cannot run more jobs
+// than the limit.
+func TestCancelledJobHoldsSlot(t *testing.T) {
+	f := newFixture(t, Options{MaxJobs: 1, MaxJobsTotal: 4}, 0)
+	release := sync.OnceFunc(func() { close(stubborn) })
+	t.Cleanup(release) // before the fixture's own cleanup, which waits for the job
+	a := f.dial(t)
+	a.send(sub("s1", "test-stubborn", ""))
+	if !a.accepted("s1") {
+		t.Fatal("s1 refused")
+	}
+	a.send(proto.Cancel{ID: "s1"})
+	if res, _ := a.final("s1"); res.(proto.Error).Code != proto.CodeCancelled {
+		t.Fatalf("cancel: %+v", res)
+	}
+	a.send(sub("s2", "test-block", ""))
+	if a.accepted("s2") {
+		t.Fatal("a submit while the cancelled job still runs was accepted")
+	}
+	release()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		id := "t" + string(rune('a'+i%26))
+		a.send(sub(id, "test-block", ""))
+		if a.accepted(id) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot stayed taken after the cancelled job stopped")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
