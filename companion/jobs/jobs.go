@@ -13,6 +13,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -284,6 +285,10 @@ func (c *conn) answered(j *job) {
 func resultBatch(id string, r *ops.Result, note string, elapsed time.Duration) (proto.Result, []outgoing, error) {
 	js, err := json.Marshal(r.JSON)
 	if err != nil {
+		var uv *json.UnsupportedValueError
+		if errors.As(err, &uv) {
+			return proto.Result{}, nil, fmt.Errorf("rule finite-result: the result holds %s, which JSON cannot carry (a weight or an input is not finite): %w", uv.Str, err)
+		}
 		return proto.Result{}, nil, fmt.Errorf("encoding the result: %w", err)
 	}
 	msg := proto.Result{ID: id, JSON: js, Arrays: []proto.ArrayDesc{}, Note: note, ElapsedMS: elapsed.Milliseconds()}

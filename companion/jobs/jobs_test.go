@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -48,6 +49,9 @@ func init() {
 	ops.Register("test-stubborn", func(ctx context.Context, env ops.Env, module string, params json.RawMessage) (*ops.Result, error) {
 		<-stubborn // ignores cancel until the test lets it go
 		return nil, ctx.Err()
+	})
+	ops.Register("test-nan", func(ctx context.Context, env ops.Env, module string, params json.RawMessage) (*ops.Result, error) {
+		return &ops.Result{JSON: map[string]float64{"mse": math.NaN()}}, nil
 	})
 	ops.Register("test-arrays", func(ctx context.Context, env ops.Env, module string, params json.RawMessage) (*ops.Result, error) {
 		var p struct{ Big int }
@@ -407,6 +411,18 @@ func TestLimits(t *testing.T) {
 			t.Fatal("b's job kept its slot after b disconnected")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A result holding a NaN, which JSON cannot carry, comes back as an error
+// with a rule that says so, not as an encoder's bare complaint.
+func TestNonFiniteResult(t *testing.T) {
+	f := newFixture(t, Options{}, 0)
+	c := f.dial(t)
+	c.send(sub("n", "test-nan", ""))
+	res, _ := c.final("n")
+	if e, ok := res.(proto.Error); !ok || !strings.Contains(e.Message, "rule finite-result") || !strings.Contains(e.Message, "NaN") {
+		t.Fatalf("%+v", res)
 	}
 }
 
