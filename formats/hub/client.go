@@ -392,11 +392,18 @@ func redact(u string) string {
 	return u
 }
 
+// sameHost says whether a request to a may carry the endpoint b's token:
+// the same host and the same scheme (a redirect from https to http on the
+// same host would send it in clear).
 func sameHost(a, b string) bool {
 	ua, err1 := url.Parse(a)
 	ub, err2 := url.Parse(b)
-	return err1 == nil && err2 == nil && ua.Host == ub.Host
+	return err1 == nil && err2 == nil && ua.Host == ub.Host && strings.EqualFold(ua.Scheme, ub.Scheme)
 }
+
+// maxRetryAfter is the longest Retry-After a request waits for before it
+// tries again; a server asking for longer gets its error back at once.
+const maxRetryAfter = 60 * time.Second
 
 // do runs one attempt-bounded operation with retries: temporary HTTP errors,
 // network errors and short bodies are retried with exponential backoff (or
@@ -430,7 +437,10 @@ func (c *Client) do(ctx context.Context, op func(ctx context.Context) error) err
 		wait += time.Duration(rand.Int64N(int64(wait/4 + 1)))
 		var he *HTTPError
 		if errors.As(err, &he) && he.RetryAfter > 0 {
-			wait = min(he.RetryAfter, 60*time.Second)
+			if he.RetryAfter > maxRetryAfter { // waiting it out in pieces only delays the answer
+				return fmt.Errorf("%w (the server asks to retry after %v; not waited for)", err, he.RetryAfter)
+			}
+			wait = he.RetryAfter
 		}
 		t := time.NewTimer(wait)
 		select {

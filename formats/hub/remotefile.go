@@ -237,6 +237,11 @@ func (c *Client) readRange(ctx context.Context, u string, off, n int64) ([]byte,
 		return nil, m, err
 	}
 	defer resp.Body.Close()
+	// A body sent encoded (gzip, br) is not the file's bytes at these
+	// offsets; Go's transport decodes only what it asked for itself.
+	if ce := strings.TrimSpace(resp.Get("content-encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil, m, &permanentError{fmt.Errorf("GET %s: the server sent bytes %d-%d with Content-Encoding %q, not the file's own bytes", redact(u), off, off+n-1, ce)}
+	}
 	skip := int64(0)
 	switch resp.Status {
 	case 206:
@@ -265,7 +270,12 @@ func (c *Client) readRange(ctx context.Context, u string, off, n int64) ([]byte,
 	buf := make([]byte, n)
 	got, err := io.ReadFull(resp.Body, buf)
 	if err != nil {
-		return nil, m, fmt.Errorf("GET %s: body ended after %d of %d bytes: %w", redact(u), got, n, io.ErrUnexpectedEOF)
+		if ctxErr := ctx.Err(); ctxErr != nil { // cancelled or timed out: say so, not "unexpected EOF"
+			err = ctxErr
+		} else if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, m, fmt.Errorf("GET %s: body ended after %d of %d bytes: %w", redact(u), got, n, err)
 	}
 	return buf, m, nil
 }

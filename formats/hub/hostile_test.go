@@ -1,0 +1,122 @@
+package hub
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostile serves one .safetensors URL by handler and reads its first
+// bytes as a load does (the first read comes with opening it); cancel, when
+// set, is called with the read's cancel function before it starts.
+func hostile(t *testing.T, h http.HandlerFunc, cancel func(context.CancelFunc), opts ...Option) error {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := NewClient(append([]Option{WithRetries(1), WithBackoff(time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	if cancel != nil {
+		cancel(stop)
+	}
+	r, _, err := c.OpenURL(ctx, srv.URL+"/m.safetensors").Open(ctx, "m.safetensors")
+	if err != nil {
+		return err
+	}
+	_, err = r.ReadAt(make([]byte, 8), 0)
+	return err
+}
+
+// Bytes sent with a Content-Encoding are not the file's bytes: refused,
+// naming the encoding, instead of read as the header.
+func TestEncodedRangeRefused(t *testing.T) {
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	w.Write(make([]byte, 64))
+	w.Close()
+	err := hostile(t, func(w http.ResponseWriter, q *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Range", "bytes 0-63/64")
+		w.WriteHeader(206)
+		w.Write(z.Bytes())
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), `Content-Encoding "gzip"`) {
+		t.Errorf("a gzip-encoded range: %v", err)
+	}
+}
+
+// A read cancelled while the body trickles in says it was cancelled.
+func TestCancelledBodySaysSo(t *testing.T) {
+	err := hostile(t, func(w http.ResponseWriter, q *http.Request) {
+		w.Header().Set("Content-Range", "bytes 0-99999/100000")
+		w.Header().Set("Content-Length", "100000")
+		w.WriteHeader(206)
+		for range 50 {
+			if _, err := w.Write([]byte{0}); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-q.Context().Done():
+				return
+			}
+		}
+	}, func(cancel context.CancelFunc) { time.AfterFunc(300*time.Millisecond, cancel) })
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled read: %v, want context.Canceled", err)
+	}
+}
+
+// A Retry-After longer than a request waits for ends the request at once,
+// with the server's wait in the message (it was waited out in minutes of
+// pieces, per retry).
+func TestFarRetryAfter(t *testing.T) {
+	start := time.Now()
+	err := hostile(t, func(w http.ResponseWriter, q *http.Request) {
+		w.Header().Set("Retry-After", "315360000")
+		w.WriteHeader(503)
+	}, nil, WithRetries(4))
+	if err == nil || !strings.Contains(err.Error(), "retry after") || time.Since(start) > 20*time.Second {
+		t.Errorf("a 10-year Retry-After: %v after %v", err, time.Since(start))
+	}
+}
+
+// tokenFetcher answers the first request with a redirect to loc and
+// records the Authorization of every request.
+type tokenFetcher struct {
+	loc  string
+	auth []string
+}
+
+func (f *tokenFetcher) Fetch(ctx context.Context, r Request) (*Response, error) {
+	f.auth = append(f.auth, r.Header["Authorization"])
+	if len(f.auth) == 1 {
+		return &Response{Status: 302, Header: map[string]string{"location": f.loc}, Body: io.NopCloser(strings.NewReader("")), URL: r.URL}, nil
+	}
+	return &Response{Status: 404, Header: map[string]string{}, Body: io.NopCloser(strings.NewReader("")), URL: r.URL}, nil
+}
+
+// The token is not sent over a redirect from https down to http on the
+// same host.
+func TestTokenNotSentInClear(t *testing.T) {
+	f := &tokenFetcher{loc: "http://hub.example/x.safetensors"}
+	c, err := NewClient(WithEndpoint("https://hub.example"), WithToken("hf_secret"), WithFetcher(f), WithRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.roundTrip(context.Background(), "https://hub.example/org/m/resolve/main/x.safetensors", "bytes=0-7")
+	if len(f.auth) != 2 || f.auth[0] != "Bearer hf_secret" || f.auth[1] != "" {
+		t.Errorf("Authorization on the https request, then the http one: %q", f.auth)
+	}
+}
