@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/packing"
@@ -343,5 +344,137 @@ func TestEmptyWeightTallRows(t *testing.T) {
 	mem := newMem(t, []safetensors.WriteTensor{{Name: "m.weight", DType: safetensors.F32, Shape: []uint64{1 << 20, 0}}})
 	if _, err := OpenRows(Group(mem.infos(), nil, nil)[0], mem); err != nil {
 		t.Errorf("2^20 × 0: %v", err)
+	}
+}
+
+// loneFP8 is a lone file's 16×16 FP8 weight of 1.0 and a scalar scale of 2
+// stored under scaleRole, grouped under the scheme md declares.
+func loneFP8(t *testing.T, md map[string]string, scaleRole string) (*Module, *memFile, []Finding, error) {
+	t.Helper()
+	s, ok, err := FromFileMetadata(md)
+	if err != nil || !ok {
+		return nil, nil, nil, err
+	}
+	w := make([]byte, 16*16)
+	for i := range w {
+		w[i] = 0x38 // 1.0
+	}
+	mem := newMem(t, []safetensors.WriteTensor{
+		{Name: "m.weight", DType: safetensors.F8_E4M3, Shape: []uint64{16, 16}, Data: w},
+		{Name: "m." + scaleRole, DType: safetensors.F32, Shape: []uint64{}, Data: leF32(2)},
+	})
+	mods := Group(mem.infos(), s, nil)
+	if len(mods) != 1 {
+		t.Fatalf("modules %+v", mods)
+	}
+	return mods[0], mem, CheckModules(mods, s), nil
+}
+
+// quantscope.scale says which scale tensor the file holds: inverse and
+// multiplier a weight_scale_inv (inverse only GPT-QModel's), direct a
+// weight_scale. A mismatch is refused, never decoded the wrong way round.
+func TestLoneScaleKindMismatch(t *testing.T) {
+	md := func(naming, scale string) map[string]string {
+		return map[string]string{MetaFormat: "fp8_e4m3", MetaNaming: naming, MetaScale: scale}
+	}
+	// What quantize writes, and DeepSeek's multiplier, still read.
+	for _, c := range []struct {
+		naming, scale, role string
+		want                float32
+	}{
+		{NamingGPTQM, "inverse", "weight_scale_inv", 0.5},
+		{NamingGPTQM, "multiplier", "weight_scale_inv", 2},
+		{NamingModelOpt, "direct", "weight_scale", 2},
+		{NamingCT, "direct", "weight_scale", 2},
+	} {
+		m, mem, fs, err := loneFP8(t, md(c.naming, c.scale), c.role)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		v, err := Dequantize(m, mem, 0, 1)
+		if err != nil || v[0] != c.want || findingOf(fs, "scale-kind", "m."+c.role) != nil {
+			t.Fatalf("%+v: %v %v %+v", c, v, err, fs)
+		}
+	}
+	// inverse under a naming that is not GPT-QModel's: refused by the metadata.
+	for _, naming := range []string{NamingModelOpt, NamingCT} {
+		_, _, _, err := loneFP8(t, md(naming, "inverse"), "weight_scale")
+		if err == nil || !strings.Contains(err.Error(), MetaScale) || !strings.Contains(err.Error(), `"inverse"`) {
+			t.Fatalf("%s inverse: %v", naming, err)
+		}
+	}
+	// A scale tensor the declared kind does not describe.
+	for _, c := range []struct{ naming, scale, role string }{
+		{NamingGPTQM, "inverse", "weight_scale"},
+		{NamingGPTQM, "multiplier", "weight_scale"},
+		{NamingModelOpt, "multiplier", "weight_scale"},
+		{NamingGPTQM, "direct", "weight_scale_inv"},
+		{NamingCT, "direct", "weight_scale_inv"},
+	} {
+		m, mem, fs, err := loneFP8(t, md(c.naming, c.scale), c.role)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		f := findingOf(fs, "scale-kind", "m."+c.role)
+		if f == nil || f.Severity != SeverityError || !strings.Contains(f.Message, MetaScale) || !strings.Contains(f.Message, `"`+c.scale+`"`) {
+			t.Fatalf("%+v: findings %+v", c, fs)
+		}
+		_, err = Dequantize(m, mem, 0, 1)
+		wantErr(t, "dequantize", err, "m", "m."+c.role, "scale-kind")
+		if !strings.Contains(err.Error(), MetaScale) || !strings.Contains(err.Error(), `"`+c.scale+`"`) {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		_, err = OpenRows(m, mem)
+		wantErr(t, "open", err, "m", "m."+c.role, "scale-kind")
+	}
+}
+
+// A block size past 2^31 is refused where it is read, and the scale grid's
+// ceiling does not overflow on one that reaches it anyway.
+func TestHugeFP8Block(t *testing.T) {
+	_, _, err := FromFileMetadata(map[string]string{MetaFormat: "fp8_e4m3", MetaNaming: NamingModelOpt, MetaScale: "direct", MetaBlock: "9223372036854775807,1"})
+	if err == nil || !strings.Contains(err.Error(), MetaBlock) {
+		t.Fatalf("metadata: %v", err)
+	}
+	_, _, err = FromFileMetadata(map[string]string{MetaFormat: "fp8_e4m3", MetaNaming: NamingModelOpt, MetaScale: "direct", MetaBlock: "1,2147483649"})
+	if err == nil || !strings.Contains(err.Error(), MetaBlock) {
+		t.Fatalf("metadata: %v", err)
+	}
+	_, err = Detect([]byte(`{"quantization_config":{"quant_method":"fp8","weight_block_size":[9223372036854775807,1]}}`), nil)
+	if err == nil || !strings.Contains(err.Error(), "weight_block_size") {
+		t.Fatalf("config: %v", err)
+	}
+	w := make([]byte, 16*16)
+	mem := newMem(t, []safetensors.WriteTensor{
+		{Name: "m.weight", DType: safetensors.F8_E4M3, Shape: []uint64{16, 16}, Data: w},
+		{Name: "m.weight_scale", DType: safetensors.F32, Shape: []uint64{1, 16}, Data: make([]byte, 64)},
+	})
+	mods := Group(mem.infos(), &Scheme{Method: "fp8", Family: FamilyFP8, WeightBlockSize: []int{math.MaxInt, 1}}, nil)
+	if len(mods) != 1 || mods[0].Layout != LayoutFP8Block {
+		t.Fatalf("modules %+v", mods)
+	}
+	v, err := Dequantize(mods[0], mem, 0, 16)
+	if err != nil || len(v) != 256 {
+		t.Fatalf("decode: %d values, %v", len(v), err)
+	}
+}
+
+// A crafted metadata value is quoted in part, not whole.
+func TestLoneMetadataValueQuotedShort(t *testing.T) {
+	huge := strings.Repeat("é", 1<<20)
+	for key, md := range map[string]map[string]string{
+		MetaFormat: {MetaFormat: huge},
+		MetaNaming: {MetaFormat: "fp8_e4m3", MetaNaming: huge},
+		MetaScale:  {MetaFormat: "fp8_e4m3", MetaNaming: NamingGPTQM, MetaScale: huge},
+		MetaBlock:  {MetaFormat: "fp8_e4m3", MetaNaming: NamingGPTQM, MetaScale: "inverse", MetaBlock: huge},
+	} {
+		_, _, err := FromFileMetadata(md)
+		if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "…") || !utf8.ValidString(err.Error()) {
+			t.Fatalf("%s: %d-byte error", key, len(err.Error()))
+		}
+	}
+	_, _, err := FromFileMetadata(map[string]string{MetaFormat: "int3"})
+	if err == nil || !strings.Contains(err.Error(), `"int3"`) || strings.Contains(err.Error(), "…") {
+		t.Fatalf("short value: %v", err)
 	}
 }

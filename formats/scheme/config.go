@@ -81,6 +81,9 @@ type Scheme struct {
 	DeclaredIn       []string              `json:"declared_in,omitempty"` // config.json, hf_quant_config.json
 
 	lists atomic.Value // *compiledLists: the lists above compiled on first use (match.go)
+	// fileScale is a lone file's quantscope.scale (FromFileMetadata), which
+	// names the scale tensor it describes; "" for a config's scheme.
+	fileScale string
 }
 
 // ConfigError is a config file that cannot be read as the shape its producer writes.
@@ -249,6 +252,9 @@ func (s *Scheme) readQuantizationConfig(qc *obj) error {
 		}
 		if b := s.WeightBlockSize; b != nil && (len(b) != 2 || b[0] <= 0 || b[1] <= 0) {
 			return &ConfigError{File: qc.file, Field: "quantization_config.weight_block_size", Msg: fmt.Sprintf("want two positive integers, found %v", b)}
+		}
+		if b := s.WeightBlockSize; b != nil && (b[0] > maxBlock || b[1] > maxBlock) {
+			return &ConfigError{File: qc.file, Field: "quantization_config.weight_block_size", Msg: fmt.Sprintf("block %v is larger than 2^31", b)}
 		}
 		return nil
 	case "gptq", "awq":

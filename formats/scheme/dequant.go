@@ -66,6 +66,9 @@ func DequantizeWindow(m *Module, r TensorReader, lo, hi, c0, c1 int) ([]float32,
 	if m.Format == FormatNone {
 		return nil, &DequantError{Module: m.Name, Rule: "no-weight", Msg: "module has no weight to decode"}
 	}
+	if err := m.scaleKindErr(); err != nil {
+		return nil, err
+	}
 	if lo < 0 || hi < lo || uint64(hi) > rows {
 		return nil, &DequantError{Module: m.Name, Rule: "rows", Msg: fmt.Sprintf("rows %d:%d outside 0:%d", lo, hi, rows)}
 	}
@@ -105,6 +108,21 @@ func checkLimit(m *Module, n int, cols uint64) error {
 		return &DequantError{Module: m.Name, Tensor: m.Primary(), Rule: "rows", Msg: fmt.Sprintf("%d rows of %d values exceed the %d-value limit of one call; ask for fewer rows", n, cols, maxDequantElems)}
 	}
 	return nil
+}
+
+// scaleKindErr refuses a module whose lone file's quantscope.scale does
+// not describe its FP8 scale tensor: decoded, it would divide by a
+// multiplier or multiply by a divisor.
+func (m *Module) scaleKindErr() error {
+	if m.scaleRefused == "" {
+		return nil
+	}
+	t := m.infos.get(m.scaleRole)
+	name := ""
+	if t != nil {
+		name = t.Name
+	}
+	return &DequantError{Module: m.Name, Tensor: name, Rule: "scale-kind", Msg: m.scaleRefused}
 }
 
 // rowsOf decodes whole rows [d.lo, d.hi) of the formats stored row by row.
@@ -274,18 +292,18 @@ func (d *dq) scaleGrid(t *TensorInfo, groupCols int, block []int) (*grid, error)
 		return nil, d.fail(t, "scale-shape", fmt.Sprintf("scale shape %v does not fit weight [%d, %d]", t.Shape, d.rows, d.cols))
 	}
 	g := &grid{cols: int(sCols)}
-	g.rowDiv = int((uint64(d.rows) + sRows - 1) / sRows)
-	g.colDiv = int((uint64(d.cols) + sCols - 1) / sCols)
+	g.rowDiv = int(ceilDiv(uint64(d.rows), sRows))
+	g.colDiv = int(ceilDiv(uint64(d.cols), sCols))
 	if len(block) == 2 && block[0] > 0 && block[1] > 0 {
 		g.rowDiv, g.colDiv = block[0], block[1]
-		if uint64((d.cols+g.colDiv-1)/g.colDiv) != sCols {
+		if ceilDiv(uint64(d.cols), uint64(g.colDiv)) != sCols {
 			return nil, d.fail(t, "scale-shape", fmt.Sprintf("scale shape %v does not tile weight [%d, %d] in %d×%d blocks", t.Shape, d.rows, d.cols, block[0], block[1]))
 		}
 	}
 	if groupCols > 0 && g.colDiv != groupCols {
 		return nil, d.fail(t, "scale-shape", fmt.Sprintf("scale shape %v gives groups of %d values, the format uses %d", t.Shape, g.colDiv, groupCols))
 	}
-	if uint64((d.rows+g.rowDiv-1)/g.rowDiv) != sRows {
+	if ceilDiv(uint64(d.rows), uint64(g.rowDiv)) != sRows {
 		return nil, d.fail(t, "scale-shape", fmt.Sprintf("scale shape %v does not tile weight [%d, %d] in %d×%d blocks", t.Shape, d.rows, d.cols, g.rowDiv, g.colDiv))
 	}
 	if d.hi == d.lo {

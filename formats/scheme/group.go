@@ -84,6 +84,9 @@ type Module struct {
 	// InverseScale: FP8 scales are divisors (GPT-QModel's own export), not multipliers.
 	InverseScale bool `json:"inverse_scale,omitempty"`
 	packLayout   packing.CTLayout
+	// scaleRefused says why a lone file's quantscope.scale does not describe
+	// the FP8 scale tensor stored (scaleKindMismatch); decoding refuses it.
+	scaleRefused, scaleRole string
 	// shapeRejected says why weight_shape values read were set aside for
 	// the packed width (CT-004); empty when they were used or not read.
 	shapeRejected string
@@ -492,9 +495,12 @@ func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
 	case isFP8(w.DType):
 		m.Format, m.Bits, m.Quantized = FormatFP8, 8, true
 		m.InverseScale = s.InverseFP8Scales
-		scale := sc
+		scale, role := sc, "weight_scale"
 		if scale == nil {
-			scale = inv
+			scale, role = inv, "weight_scale_inv"
+		}
+		if scale != nil {
+			m.scaleRefused, m.scaleRole = scaleKindMismatch(s.fileScale, role), role
 		}
 		m.Layout = fp8Layout(m, w, scale, s)
 	case w.DType == safetensors.I8 && (sc != nil || inv != nil):

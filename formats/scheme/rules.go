@@ -56,6 +56,9 @@ func checkModule(m *Module, s *Scheme) []Finding {
 	if (hasPacked && (hasS2 || hasIS)) || (hasW && (hasGS || hasIGS)) {
 		add("CT-005", SeverityError, "weight_scale_2", "module mixes ModelOpt names (weight, weight_scale_2, input_scale) with compressed-tensors names (weight_packed, weight_global_scale, input_global_scale): a half-done conversion, whose global scales may or may not be inverted")
 	}
+	if m.scaleRefused != "" {
+		add("scale-kind", SeverityError, m.scaleRole, "%s: refused, not decoded the wrong way round", m.scaleRefused)
+	}
 	if m.shapeRejected != "" {
 		add("CT-004", SeverityError, "weight_shape", "%s; the logical shape %v is inferred from the packed width instead", m.shapeRejected, m.WeightShape)
 	}

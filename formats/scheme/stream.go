@@ -64,6 +64,9 @@ func OpenRows(m *Module, r TensorReader) (*RowStream, error) {
 		}
 		return nil, &DequantError{Module: m.Name, Tensor: name, Rule: "shape", Msg: fmt.Sprintf("a %d × %d weight: no real weight has 2^31 rows", rows, cols)}
 	}
+	if err := m.scaleKindErr(); err != nil {
+		return nil, err
+	}
 	s := &RowStream{m: m, r: r, rows: int(rows), cols: int(cols)}
 	d := &dq{m: m, r: r, rows: s.rows, cols: s.cols}
 	var err error
