@@ -120,3 +120,28 @@ func TestTokenNotSentInClear(t *testing.T) {
 		t.Errorf("Authorization on the https request, then the http one: %q", f.auth)
 	}
 }
+
+// A small file from a server that ignores Range and states no length is
+// read whole: the body's end is the file's (it was retried as a short body
+// and then failed).
+func TestWholeFileOfNoStatedLength(t *testing.T) {
+	file := append([]byte{16, 0, 0, 0, 0, 0, 0, 0}, []byte(`{"__metadata__":{}}`+"\x20")...)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		w.(http.Flusher).Flush() // chunked: no Content-Length
+		w.Write(file)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(WithRetries(1), WithBackoff(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, size, err := c.OpenURL(ctx, srv.URL+"/m.safetensors").Open(ctx, "m.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(file))
+	if n, err := r.ReadAt(got, 0); err != nil || n != len(file) || !bytes.Equal(got, file) {
+		t.Errorf("read %d bytes, %v (size %d)", n, err, size)
+	}
+}

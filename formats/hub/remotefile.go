@@ -269,6 +269,12 @@ func (c *Client) readRange(ctx context.Context, u string, off, n int64) ([]byte,
 	}
 	buf := make([]byte, n)
 	got, err := io.ReadFull(resp.Body, buf)
+	if err != nil && resp.Status == 200 && resp.Get("content-length") == "" && (err == io.EOF || err == io.ErrUnexpectedEOF) && ctx.Err() == nil {
+		// The whole file, of no stated length, ended before the range did:
+		// that is its size (as a Content-Length would have said).
+		m.size = off + int64(got)
+		return buf[:got], m, nil
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil { // cancelled or timed out: say so, not "unexpected EOF"
 			err = ctxErr
