@@ -256,7 +256,11 @@ func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta,
 				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: "bad Location " + loc}
 			}
 			base, _ := url.Parse(u)
-			to := base.ResolveReference(next).String()
+			abs := base.ResolveReference(next)
+			if abs.Scheme != "http" && abs.Scheme != "https" {
+				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: fmt.Sprintf("redirect to a %q URL, which is not HTTP", abs.Scheme)}
+			}
+			to := abs.String()
 			if slices.Contains(visited, to) || to == u {
 				return nil, m, &HTTPError{URL: redact(u), Status: resp.Status, Msg: loopMessage(u, to)}
 			}

@@ -145,3 +145,23 @@ func TestWholeFileOfNoStatedLength(t *testing.T) {
 		t.Errorf("read %d bytes, %v (size %d)", n, err, size)
 	}
 }
+
+// A listing whose size disagrees with the bytes' server is named as the
+// one that said otherwise.
+func TestListingSizeDisagrees(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		w.Header().Set("Content-Range", "bytes 0-7/136")
+		w.WriteHeader(206)
+		w.Write(make([]byte, 8))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(WithRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.NewRemoteFile(context.Background(), srv.URL+"/m.safetensors", "m.safetensors", 50)
+	_, err = f.ReadAt(make([]byte, 8), 0)
+	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "says 136 bytes, the repo's listing said 50") {
+		t.Errorf("%v", err)
+	}
+}

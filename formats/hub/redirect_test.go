@@ -13,8 +13,8 @@ import (
 )
 
 // A redirect to the same URL, or back to one already visited, is reported
-// as a loop; a long chain as too many redirects; a 302 without Location as
-// such. Each is asked for a bounded number of times (no endless hopping).
+// as a loop; a long chain as too many redirects; a 302 without Location, or
+// to another scheme than HTTP, as such. Each is asked for a bounded number of times (no endless hopping).
 func TestRedirectLoops(t *testing.T) {
 	var hits atomic.Int32
 	mux := http.NewServeMux()
@@ -38,6 +38,10 @@ func TestRedirectLoops(t *testing.T) {
 		hits.Add(1)
 		w.WriteHeader(http.StatusFound)
 	})
+	mux.HandleFunc("/ftp.safetensors", func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Redirect(w, r, "ftp://files.example/m.safetensors", http.StatusFound)
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	c, err := hub.NewClient()
@@ -50,6 +54,7 @@ func TestRedirectLoops(t *testing.T) {
 		"/a.safetensors":           "redirect loop: redirected back to " + srv.URL + "/a.safetensors",
 		"/chain/model.safetensors": "more than 5 redirects",
 		"/noloc.safetensors":       "redirect without a",
+		"/ftp.safetensors":         `redirect to a "ftp" URL, which is not HTTP`,
 	} {
 		hits.Store(0)
 		_, err := checkpoint.Load(ctx, c.OpenURL(ctx, srv.URL+path), checkpoint.Options{})

@@ -25,6 +25,7 @@ type RemoteFile struct {
 	etag      string // of the responses that carried bytes
 	linked    string // the hub's X-Linked-ETag
 	size      int64
+	sizeFrom  string  // who said size (for a message when another answer disagrees)
 	blocks    []block // most recent last
 	cached    int64
 	resolving chan struct{} // closed when a Prepare'd redirect lookup ends
@@ -43,7 +44,7 @@ const (
 // NewRemoteFile reads url, whose size is known (size ≥ 0) or learnt from the
 // first response (size < 0). ctx bounds every read made through it.
 func (c *Client) NewRemoteFile(ctx context.Context, url, name string, size int64) *RemoteFile {
-	return &RemoteFile{c: c, ctx: ctx, url: url, name: name, size: size}
+	return &RemoteFile{c: c, ctx: ctx, url: url, name: name, size: size, sizeFrom: "the repo's listing"}
 }
 
 // Size is the file's size, -1 until a response has told it.
@@ -160,7 +161,7 @@ func (f *RemoteFile) resolve() {
 		f.linked = m.linked
 	}
 	if m.size >= 0 && f.size < 0 {
-		f.size = m.size
+		f.size, f.sizeFrom = m.size, "the hub's X-Linked-Size"
 	}
 }
 
@@ -216,9 +217,9 @@ func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
 		}
 		if m.size >= 0 {
 			if f.size >= 0 && f.size != m.size {
-				return fmt.Errorf("%s: size %d, earlier %d: %w", f.name, m.size, f.size, ErrChanged)
+				return fmt.Errorf("%s: the server sending its bytes says %d bytes, %s said %d: %w", f.name, m.size, f.sizeFrom, f.size, ErrChanged)
 			}
-			f.size = m.size
+			f.size, f.sizeFrom = m.size, "an earlier answer"
 		}
 		if m.final != "" {
 			f.resolved = m.final
