@@ -361,7 +361,13 @@ func TestSlowClientDropped(t *testing.T) {
 	f := newFixture(t, Options{SendQueue: 2, WriteWait: time.Second, MaxJobs: 8, MaxJobsTotal: 8}, 0)
 	c := f.dial(t)
 	for i := range 8 {
-		c.send(proto.Submit{ID: string(rune('a' + i)), Op: "test-arrays", Source: "repo", Params: json.RawMessage(`{"Big":8000000}`)})
+		// The companion may drop this client before it has sent all eight
+		// (the first results already fill its queue): a failed send is that.
+		b, _ := proto.Encode(proto.Submit{ID: string(rune('a' + i)), Op: "test-arrays", Source: "repo", Params: json.RawMessage(`{"Big":8000000}`)})
+		if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+			t.Logf("dropped after %d submits: %v", i, err)
+			break
+		}
 	}
 	time.Sleep(3 * time.Second) // read nothing while 64 MB are due
 	results := 0
