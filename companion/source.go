@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,22 +89,13 @@ func resolveSource(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 func envTokenGoesTo(spec hub.Spec, sf sourceFlags) bool {
 	trusted := slices.Clone(hub.OfficialHosts)
 	if e := os.Getenv("HF_ENDPOINT"); e != "" {
-		trusted = append(trusted, hostOf(e))
+		trusted = append(trusted, hub.Spec{Endpoint: e}.Host())
 	}
 	if sf.endpoint != "" && !sf.fromClient {
-		trusted = append(trusted, hostOf(sf.endpoint))
+		trusted = append(trusted, hub.Spec{Endpoint: sf.endpoint}.Host())
 	}
 	h := spec.Host()
 	return h != "" && slices.Contains(trusted, h)
-}
-
-// hostOf is a URL's host and port ("" when it has none).
-func hostOf(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return ""
-	}
-	return p.Host
 }
 
 // looksLocal tells a SOURCE that can only mean a local path (absolute, or

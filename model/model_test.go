@@ -25,24 +25,7 @@ func load(t testing.TB, s synth.LlamaSpec, w map[string]synth.Matrix, storage st
 // Model on a backend.
 func loadOn(t testing.TB, s synth.LlamaSpec, w map[string]synth.Matrix, storage string, be kernels.W4A) *Model {
 	t.Helper()
-	repo, err := synth.LlamaRepo(s, w, storage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := repo.WriteDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	src, err := hub.OpenLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Load(context.Background(), src, checkpoint.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	m, err := New(c, be)
+	m, err := New(loadRepo(t, llamaRepo(t, s, w, storage)), be)
 	if err != nil {
 		t.Fatal(err)
 	}

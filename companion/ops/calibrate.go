@@ -18,10 +18,10 @@ func init() {
 // calibrate`'s flags). Data is a path on the companion's machine: token
 // ids, one sequence per line.
 type CalibrateParams struct {
-	Pass       string  `json:"pass"` // weight_max, act_max, percentile, headroom, awq_lite, local_hessian
-	Data       string  `json:"data"`
-	W4A        string  `json:"w4a"`        // act_max: nvfp4 (the default); percentile/headroom: the forward's mode
-	Recipe     string  `json:"recipe"`     // NVFP4 activation recipe, default least_squares
+	Pass       string   `json:"pass"` // weight_max, act_max, percentile, headroom, awq_lite, local_hessian
+	Data       string   `json:"data"`
+	W4A        string   `json:"w4a"`                  // act_max: nvfp4 (the default); percentile/headroom: the forward's mode
+	Recipe     string   `json:"recipe"`               // NVFP4 activation recipe, default least_squares
 	Percentile *float64 `json:"percentile,omitempty"` // percentile: default 99.99 (0, like any value outside (0, 100], refused)
 	Rho        *float64 `json:"rho,omitempty"`        // headroom: default 16384
 	// Module, for local_hessian: dump that projection's inputs (the --data

@@ -120,44 +120,14 @@ func (d *Dir) ReadFile(ctx context.Context, p string, limit int64) ([]byte, erro
 	return readLimited(full, limit)
 }
 
-// readAllInto appends r's bytes to b until EOF, growing b only when full.
-func readAllInto(b []byte, r io.Reader) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
-}
-
+// readLimited reads a local file whole, within limit (userfile.Read: a
+// regular file only, one buffer of its size, never past limit+1 bytes).
 func readLimited(full string, limit int64) ([]byte, error) {
-	f, err := userfile.Open(full) // a FIFO or a device is refused, not waited on
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	// One buffer of the file's size (a 17 MB index read by io.ReadAll's
-	// doubling costs twice that in copies and fresh pages); the +1 byte
-	// shows a file that grew past the limit since the stat.
-	var b []byte
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() <= limit {
-		b = make([]byte, 0, fi.Size()+1)
-	}
-	b, err = readAllInto(b, io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", full, err)
-	}
-	if int64(len(b)) > limit {
+	b, err := userfile.Read(full, limit)
+	if errors.Is(err, userfile.ErrTooLarge) {
 		return nil, fmt.Errorf("%s: %w (%d bytes)", full, ErrTooLarge, limit)
 	}
-	return b, nil
+	return b, err
 }
 
 // Open opens a file of the directory; the reader is an *os.File, which the

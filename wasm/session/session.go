@@ -22,16 +22,16 @@ import (
 
 // Options configure Open.
 type Options struct {
-	Endpoint string      // for ORG/NAME sources; default the real hub
-	Revision string      // overrides a revision in the SOURCE
-	Token    string      // sent as a Bearer header to the hub's host only
+	Endpoint string // for ORG/NAME sources; default the real hub
+	Revision string // overrides a revision in the SOURCE
+	Token    string // sent as a Bearer header to the hub's host only
 	// TokenHosts, when not nil, are the hosts besides hub.OfficialHosts that
 	// Token may go to (the page's own server, endpoints its user chose); to
 	// any other (a hub only a link or a SOURCE URL names) it is not sent.
 	TokenHosts []string
-	Fetcher  hub.Fetcher // the browser's fetch in wasm; net/http in tests
-	Progress func(checkpoint.Progress)
-	Trace    func(phase string)
+	Fetcher    hub.Fetcher // the browser's fetch in wasm; net/http in tests
+	Progress   func(checkpoint.Progress)
+	Trace      func(phase string)
 }
 
 // Session is one opened repo.
