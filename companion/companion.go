@@ -19,8 +19,10 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/quantscope/quantscope/companion/jobs"
+	"github.com/quantscope/quantscope/companion/ops"
 	"github.com/quantscope/quantscope/companion/proto"
 	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/hub"
 )
 
 // companion is the websocket side of `quantscope serve`: /ws?token=T, behind
@@ -38,6 +40,7 @@ type companionFlags struct {
 	origins                 []string
 	maxJobs, maxJobsPerConn int
 	outDir                  string // `--out-dir`: the only folder jobs may write files under
+	inDir                   string // `--in-dir`: the only folder jobs may read local files under
 }
 
 func newToken() (string, error) {
@@ -99,21 +102,30 @@ func newCompanion(ctx context.Context, cf companionFlags) (*companion, error) {
 		return nil, err
 	}
 	c := &companion{token: tok, origins: origins, ctx: ctx}
-	if cf.outDir != "" {
-		abs, err := filepath.Abs(cf.outDir)
+	for _, d := range []struct {
+		flag string
+		dir  *string
+	}{{"--out-dir", &cf.outDir}, {"--in-dir", &cf.inDir}} {
+		if *d.dir == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*d.dir)
 		if err != nil {
 			return nil, err
 		}
 		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-			return nil, &usageError{fmt.Sprintf("--out-dir %s: not a folder", cf.outDir)}
+			return nil, &usageError{fmt.Sprintf("%s %s: not a folder", d.flag, *d.dir)}
 		}
-		cf.outDir = abs
+		*d.dir = abs
 	}
 	backend, gpus := chooseBackend(ctx)
 	c.jobs = jobs.New(jobs.Options{
-		WriteDir:     cf.outDir,
-		Backend:      backend,
-		Load:         loadSubmit,
+		WriteDir: cf.outDir,
+		ReadDir:  cf.inDir,
+		Backend:  backend,
+		Load: func(ctx context.Context, s proto.Submit, progress func(checkpoint.Progress)) (*checkpoint.Checkpoint, error) {
+			return loadSubmit(ctx, s, cf.inDir, progress)
+		},
 		MaxJobs:      cf.maxJobsPerConn,
 		MaxJobsTotal: cf.maxJobs,
 		Hello: proto.Hello{Program: programVersion(), Backends: []string{backend.Name()}, CPUCores: runtime.NumCPU(),
@@ -125,14 +137,51 @@ func newCompanion(ctx context.Context, cf companionFlags) (*companion, error) {
 	return c, nil
 }
 
-// loadSubmit reads the checkpoint a job names, as the command line would:
-// a local path, the Hugging Face cache, or the hub.
-func loadSubmit(ctx context.Context, s proto.Submit, progress func(checkpoint.Progress)) (*checkpoint.Checkpoint, error) {
-	src, err := resolveSource(ctx, s.Source, sourceFlags{endpoint: s.Endpoint, revision: s.Revision, token: s.HubToken, fromClient: true})
+// loadSubmit reads the checkpoint a job names: a repo from this machine's
+// Hugging Face cache or the hub, as the command line would, or a local
+// folder or file under inDir (`serve --in-dir`), named relative to it. Unlike
+// the command line's, a job's local path is never the companion's working
+// folder's or an absolute one: a client must not read the user's files
+// beyond the folder the user chose (ops.LocalReads).
+func loadSubmit(ctx context.Context, s proto.Submit, inDir string, progress func(checkpoint.Progress)) (*checkpoint.Checkpoint, error) {
+	sf := sourceFlags{endpoint: s.Endpoint, revision: s.Revision, token: s.HubToken, fromClient: true}
+	var src hub.Source
+	var err error
+	if local, lerr := jobLocalPath(s.Source, inDir); lerr != nil {
+		return nil, lerr
+	} else if local != "" {
+		src, err = hub.OpenLocal(local)
+	} else {
+		src, err = resolveRemote(ctx, s.Source, sf)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return loadFrom(ctx, src, checkpoint.Options{Progress: progress})
+}
+
+// jobLocalPath is the local path a job's SOURCE names under inDir, "" when
+// it names a repo instead, or an error with rule in-dir when it can only be
+// a local path and is not one under inDir.
+func jobLocalPath(source, inDir string) (string, error) {
+	if strings.Contains(source, "://") {
+		return "", nil
+	}
+	if inDir != "" && filepath.IsLocal(source) {
+		p := filepath.Join(inDir, source)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if !looksLocal(source) {
+		return "", nil // ORG/NAME[@REV]: the cache or the hub
+	}
+	reads := ops.LocalReads{Confined: true, Dir: inDir}
+	p, err := reads.Path("source", "SOURCE", source)
+	if err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("source: no such file or directory under the companion's input folder: %s", p)
 }
 
 func programVersion() string {

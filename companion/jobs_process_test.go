@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,7 +129,8 @@ func TestCompanionJobs(t *testing.T) {
 	// 400 ms a response keeps each inventory job running for seconds, so
 	// that the limit checks below find the slots still taken.
 	hubURL := startMain(t, "hub", "--addr", "127.0.0.1:0", "--latency", "400ms", dir)
-	s := startServe(t, "--addr", "127.0.0.1:0", "--max-jobs", "3", "--max-jobs-per-conn", "2")
+	inDir := t.TempDir()
+	s := startServe(t, "--addr", "127.0.0.1:0", "--max-jobs", "3", "--max-jobs-per-conn", "2", "--in-dir", inDir)
 
 	a := dialClient(t, s)
 	h := a.hello
@@ -278,15 +280,25 @@ func TestCompanionJobs(t *testing.T) {
 		t.Errorf("note %q", res.Note)
 	}
 
-	// Errors carry the rule and the file; unknown ops are refused.
-	broken := filepath.Join(t.TempDir(), "broken.safetensors")
+	// Errors carry the rule and the file; unknown ops are refused. A local
+	// SOURCE is read only at a relative path under --in-dir.
+	broken := filepath.Join(inDir, "broken.safetensors")
 	os.WriteFile(broken, []byte("\xff\xff\xff\xff\xff\xff\x00\x00{}"), 0o644)
-	x.send(proto.Submit{ID: "broken", Op: "inventory", Source: broken})
+	x.send(proto.Submit{ID: "broken", Op: "inventory", Source: "broken.safetensors"})
 	_, _, final = x.until("broken", 30*time.Second)
-	if e := wantError(t, final, proto.CodeFailed, "broken.safetensors"); e.Rule == "" {
-		t.Errorf("error without its rule: %#v", e)
+	if e := wantError(t, final, proto.CodeFailed, "broken.safetensors"); e.Rule == "" || e.Rule == ops.RuleInDir {
+		t.Errorf("error without the file's rule: %#v", e)
 	}
-	x.send(proto.Submit{ID: "nope", Op: "no-such-op", Source: broken})
+	outside := filepath.Join(dir, filepath.FromSlash(tiny.ID))
+	for i, src := range []string{broken, outside, "../" + filepath.Base(outside), "./../x.safetensors"} {
+		id := fmt.Sprintf("outside-%d", i)
+		x.send(proto.Submit{ID: id, Op: "inventory", Source: src})
+		_, _, final = x.until(id, 30*time.Second)
+		if e := wantError(t, final, proto.CodeFailed, "input folder"); e.Rule != ops.RuleInDir {
+			t.Errorf("SOURCE %q: %#v", src, e)
+		}
+	}
+	x.send(proto.Submit{ID: "nope", Op: "no-such-op", Source: "broken.safetensors"})
 	_, _, final = x.until("nope", 10*time.Second)
 	wantError(t, final, proto.CodeBadRequest, "unknown op")
 }

@@ -5,7 +5,7 @@
 //	quantscope stats   [--json] [--bins N] [--backend cpu|cuda] [--endpoint URL] SOURCE MODULE
 //	quantscope diff    [--json] [--endpoint URL] [--token T] SOURCE_A SOURCE_B
 //	quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp] [--w4a fp8|nvfp4] [--reserve R] SOURCE
-//	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]... [--out-dir DIR]
+//	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]... [--out-dir DIR] [--in-dir DIR]
 //	quantscope hub     [--addr 127.0.0.1:8090] [--allow-origin URL]... DIR
 //	quantscope forward [--json] --tokens IDS [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R] [--scales FILE] [--out FILE] SOURCE
 //	quantscope eval    [--json] --data FILE [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R] [--scales FILE] [--allow-overlap] [--compare] SOURCE
@@ -38,7 +38,7 @@ usage:
   quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp]
                      [--w4a fp8|nvfp4] [--kv-dtype D] [--reserve 0.1|10%|GB] SOURCE
                      memory to serve SOURCE, and on which GPUs it fits
-  quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]... [--out-dir DIR]
+  quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]... [--out-dir DIR] [--in-dir DIR]
                      prints the page's URL with a per-launch token; /ws is the companion
   quantscope hub     [--addr 127.0.0.1:8090] [--allow-origin URL]... DIR
   quantscope demo    DIR        write the generated demo repos under DIR

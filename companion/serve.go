@@ -69,6 +69,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	})
 	fs.IntVar(&cf.maxJobs, "max-jobs", 8, "running companion jobs, across connections")
 	fs.StringVar(&cf.outDir, "out-dir", "", "the only `DIR` under which jobs (the page's quantize…) may write files, at relative paths; without it they send the bytes back")
+	fs.StringVar(&cf.inDir, "in-dir", "", "the only `DIR` under which jobs may read local files (a checkpoint as SOURCE, --data activations, eval files), at relative paths; without it they read repos from the hub or this machine's Hugging Face cache only")
 	fs.IntVar(&cf.maxJobsPerConn, "max-jobs-per-conn", 4, "running companion jobs per websocket connection")
 	if _, err := parseFlags(fs, args, 0, "no arguments"); err != nil {
 		return err

@@ -49,16 +49,28 @@ func resolveSource(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 		}
 		return nil, statErr
 	}
+	src, err := resolveRemote(ctx, source, sf)
+	if err != nil && !strings.Contains(source, "://") && errors.Is(statErr, fs.ErrNotExist) && errors.As(err, new(notRepoError)) {
+		return nil, fmt.Errorf("no such file or directory: %s (nor is it ORG/NAME)", source)
+	}
+	return src, err
+}
+
+// notRepoError is hub.ParseSource's error: the SOURCE is no repo or URL.
+type notRepoError struct{ error }
+
+func (e notRepoError) Unwrap() error { return e.error }
+
+// resolveRemote is resolveSource for a SOURCE that is not a local path: a
+// repo (or one file of it) from the Hugging Face cache, else the hub.
+func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Source, error) {
 	endpoint := sf.endpoint
 	if endpoint == "" {
 		endpoint = os.Getenv("HF_ENDPOINT")
 	}
 	spec, err := hub.ParseSource(source, endpoint)
 	if err != nil {
-		if !strings.Contains(source, "://") && errors.Is(statErr, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no such file or directory: %s (nor is it ORG/NAME)", source)
-		}
-		return nil, err
+		return nil, notRepoError{err}
 	}
 	rev := spec.Rev
 	if sf.revision != "" {

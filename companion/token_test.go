@@ -41,11 +41,11 @@ func TestEnvTokenStaysHome(t *testing.T) {
 		want string // the Authorization the server must see on every request
 	}{
 		{"a job naming its own endpoint", func() error {
-			_, err := loadSubmit(ctx, proto.Submit{Source: "org/name", Endpoint: srv.URL}, nil)
+			_, err := loadSubmit(ctx, proto.Submit{Source: "org/name", Endpoint: srv.URL}, "", nil)
 			return err
 		}, ""},
 		{"a job naming a hub URL", func() error {
-			_, err := loadSubmit(ctx, proto.Submit{Source: srv.URL + "/org/name/tree/main"}, nil)
+			_, err := loadSubmit(ctx, proto.Submit{Source: srv.URL + "/org/name/tree/main"}, "", nil)
 			return err
 		}, ""},
 		{"a command line SOURCE URL on another hub", func() error {
@@ -53,7 +53,7 @@ func TestEnvTokenStaysHome(t *testing.T) {
 			return err
 		}, ""},
 		{"a job with its own hub_token", func() error {
-			_, err := loadSubmit(ctx, proto.Submit{Source: "org/name", Endpoint: srv.URL, HubToken: "hf_job"}, nil)
+			_, err := loadSubmit(ctx, proto.Submit{Source: "org/name", Endpoint: srv.URL, HubToken: "hf_job"}, "", nil)
 			return err
 		}, "Bearer hf_job"},
 		{"an --endpoint typed on the command line", func() error {
@@ -74,7 +74,7 @@ func TestEnvTokenStaysHome(t *testing.T) {
 		}
 	}
 	t.Setenv("HF_ENDPOINT", srv.URL)
-	if _, err := loadSubmit(ctx, proto.Submit{Source: "org/name"}, nil); err == nil {
+	if _, err := loadSubmit(ctx, proto.Submit{Source: "org/name"}, "", nil); err == nil {
 		t.Fatal("a job on $HF_ENDPOINT: loaded from a hub that answers 404")
 	}
 	got := take()

@@ -119,6 +119,7 @@ func (j *job) run(ctx context.Context, s proto.Submit, op ops.Op) {
 	j.setNote(note)
 	j.set(s.Op, 0, 0)
 	res, err := op(ctx, ops.Env{Checkpoint: ck, Backend: j.conn.m.opt.Backend, WriteDir: j.conn.m.opt.WriteDir,
+		Reads:    ops.LocalReads{Confined: true, Dir: j.conn.m.opt.ReadDir},
 		Progress: func(done, total int64) { j.set(s.Op, done, total) }}, s.Module, s.Params)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()

@@ -43,6 +43,7 @@ type Options struct {
 	PongWait     time.Duration // a connection silent this long is closed (default 60 s; pings at 9/10 of it)
 	CacheTTL     time.Duration // how long an unused loaded checkpoint is kept (default 2 min)
 	WriteDir     string        // passed to ops as Env.WriteDir
+	ReadDir      string        // the only folder a job's parameters may name files under (ops.LocalReads); empty: none
 }
 
 // Manager runs jobs for every connection of one server.

@@ -70,7 +70,11 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 	if p.Data == "" {
 		return nil, fmt.Errorf("calibrate: --pass %s needs --data FILE (token ids, one sequence per line)", p.Pass)
 	}
-	d, err := calib.ReadData(p.Data)
+	path, err := env.Reads.Path("calibrate", "data", p.Data)
+	if err != nil {
+		return nil, err
+	}
+	d, err := calib.ReadData(path)
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,15 @@ func evalData(ctx context.Context, env Env, p EvalParams) ([][]int, string, erro
 	where, text := "lines", p.Lines
 	if p.TextFile != "" || p.DataFile != "" {
 		where = p.TextFile + p.DataFile
-		b, err := userfile.Read(where, maxEvalFile) // a regular file, read no further than the bound
+		what := "text_file"
+		if p.DataFile != "" {
+			what = "data_file"
+		}
+		path, err := env.Reads.Path("eval", what, where)
+		if err != nil {
+			return nil, "", err
+		}
+		b, err := userfile.Read(path, maxEvalFile) // a regular file, read no further than the bound
 		if err != nil {
 			return nil, "", fmt.Errorf("eval: %w (an eval file is a regular file of at most %d MiB)", err, maxEvalFile>>20)
 		}

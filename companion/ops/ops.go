@@ -35,6 +35,9 @@ type Env struct {
 	// may write a file its parameters ask for (`serve --out-dir`); empty
 	// means such writes are refused and files come back as bytes.
 	WriteDir string
+	// Reads says which local files the operation may read when its
+	// parameters name one; the zero value (the command line) allows any.
+	Reads LocalReads
 }
 
 // Array is a bulk array of a result, sent to the page as a binary frame

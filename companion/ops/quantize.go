@@ -211,7 +211,11 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 	if p.Format == "nvfp4" {
 		opt := kernels.NVFP4Options{Recipe: p.Recipe}
 		if p.Data != "" {
-			if opt.Activations, err = ReadActivations(p.Data, w.Cols); err != nil {
+			path, err := env.Reads.Path("quantize", "data", p.Data)
+			if err != nil {
+				return nil, err
+			}
+			if opt.Activations, err = ReadActivations(path, w.Cols); err != nil {
 				return nil, err
 			}
 		}

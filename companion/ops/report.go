@@ -50,7 +50,11 @@ func reportOp(ctx context.Context, env Env, module string, raw json.RawMessage) 
 	}
 	opt := kernels.ReportOptions{Recipes: p.Recipes}
 	if p.Data != "" {
-		if opt.Activations, err = ReadActivations(p.Data, w.Cols); err != nil {
+		path, err := env.Reads.Path("report", "data", p.Data)
+		if err != nil {
+			return nil, err
+		}
+		if opt.Activations, err = ReadActivations(path, w.Cols); err != nil {
 			return nil, err
 		}
 	}
