@@ -4,6 +4,10 @@ package hub
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -39,6 +43,9 @@ func (f *NetFetcher) Fetch(ctx context.Context, r Request) (*Response, error) {
 	}
 	resp, err := f.Client.Do(req)
 	if err != nil {
+		if sameOnEveryTry(err) {
+			return nil, &permanentError{err}
+		}
 		return nil, err
 	}
 	h := make(map[string]string, len(resp.Header))
@@ -46,4 +53,18 @@ func (f *NetFetcher) Fetch(ctx context.Context, r Request) (*Response, error) {
 		h[strings.ToLower(k)] = strings.Join(v, ", ")
 	}
 	return &Response{Status: resp.StatusCode, Header: h, Body: resp.Body, URL: r.URL}, nil
+}
+
+// sameOnEveryTry tells the network errors that a retry cannot change: the
+// server's certificate is not trusted (an unknown authority, another host's
+// name, expired), or the host's name does not exist. Retrying them only
+// delays the message by the backoff's seconds.
+func sameOnEveryTry(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var dns *net.DNSError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) ||
+		(errors.As(err, &dns) && dns.IsNotFound)
 }
