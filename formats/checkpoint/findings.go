@@ -14,6 +14,7 @@ import (
 const (
 	RuleExcludedButQuantized = "config-excludes-quantized"  // an exclude/ignore list calls a quantized module unquantized
 	RuleDeclaredButDense     = "config-quantized-but-dense" // the config says quantized, the bytes are not
+	RuleDeclaredOtherFormat  = "config-format-differs"      // the config declares one quantized format, the bytes hold another
 	RuleIndexTotalSize       = "index-total-size"
 	RuleIndexMissingTensor   = "index-missing-tensor"  // weight_map names a tensor its shard does not hold
 	RuleIndexWrongShard      = "index-wrong-shard"     // the tensor is in another shard than weight_map says
@@ -45,6 +46,15 @@ func (c *Checkpoint) checkRepo(ctx context.Context) []scheme.Finding {
 		case declared && !m.Quantized && m.Layout == scheme.LayoutUnquantized:
 			out = append(out, scheme.Finding{Rule: RuleDeclaredButDense, Severity: scheme.SeverityWarning, Module: m.Name, Tensor: m.Primary(),
 				Message: fmt.Sprintf("the %s config quantizes this module, but its weight is stored %s", s.Method, m.Format)})
+		case declared && m.Quantized:
+			// A runtime builds the layer the config declares and reads
+			// these bytes as that format's codes and scales.
+			want, got := s.DeclaredFamily(m), scheme.FormatFamily(m.Format)
+			if want != "" && got != "" && want != got {
+				out = append(out, scheme.Finding{Rule: RuleDeclaredOtherFormat, Severity: scheme.SeverityError, Module: m.Name, Tensor: m.Primary(),
+					Message: fmt.Sprintf("%s declares %s for this module, but its weight is stored %s (%s layout): a runtime that follows %[1]s reads these bytes as the wrong format",
+						strings.Join(s.DeclaredIn, " and "), want, m.Format, m.Layout)})
+			}
 		}
 	}
 	out = append(out, c.checkIndex(ctx)...)

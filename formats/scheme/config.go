@@ -192,26 +192,34 @@ func (s *Scheme) readModelOpt(top *obj) error {
 	if q.err != nil {
 		return q.err
 	}
-	switch s.QuantAlgo {
-	case "NVFP4", "NVFP4_AWQ", "W4A16_NVFP4", "W4A8_NVFP4_FP8":
-		s.Family = FamilyNVFP4
-		if s.GroupSize == 0 {
-			s.GroupSize = 16
-		}
-	case "FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO":
-		s.Family = FamilyFP8
-	case "MXFP8":
-		s.Family = FamilyMXFP8
-	case "W4A16_AWQ", "W4A8_AWQ", "INT4_AWQ", "INT8_SQ", "W8A8_SQ":
-		s.Family = FamilyInt
-	case "MIXED_PRECISION":
-		s.Family = FamilyMixed
-	case "":
+	if s.QuantAlgo == "" {
 		return &ConfigError{File: q.file, Field: q.path + "quant_algo", Msg: "ModelOpt config without quant_algo"}
-	default:
+	}
+	if s.Family = modeloptFamily(s.QuantAlgo); s.Family == "" {
 		return &UnsupportedError{Method: "modelopt " + s.QuantAlgo}
 	}
+	if s.Family == FamilyNVFP4 && s.GroupSize == 0 {
+		s.GroupSize = 16
+	}
 	return nil
+}
+
+// modeloptFamily is the family of a ModelOpt quant_algo, "" for one this
+// reader does not know.
+func modeloptFamily(algo string) string {
+	switch algo {
+	case "NVFP4", "NVFP4_AWQ", "W4A16_NVFP4", "W4A8_NVFP4_FP8":
+		return FamilyNVFP4
+	case "FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO":
+		return FamilyFP8
+	case "MXFP8":
+		return FamilyMXFP8
+	case "W4A16_AWQ", "W4A8_AWQ", "INT4_AWQ", "INT8_SQ", "W8A8_SQ":
+		return FamilyInt
+	case "MIXED_PRECISION":
+		return FamilyMixed
+	}
+	return ""
 }
 
 func (s *Scheme) readQuantizationConfig(qc *obj) error {

@@ -94,3 +94,54 @@ func (s *Scheme) ExcludedBy(name string) string {
 	}
 	return ""
 }
+
+// DeclaredFamily is the quantization family the config files declare for a
+// module they call quantized (Declared): a MIXED_PRECISION layer's
+// quant_algo, the compressed-tensors config group that targets the module,
+// else the scheme's own; "" when they name no single family for it.
+func (s *Scheme) DeclaredFamily(m *Module) string {
+	fam := s.Family
+	switch s.Method {
+	case "modelopt":
+		if s.QuantAlgo == "MIXED_PRECISION" {
+			l, ok := s.QuantizedLayers[m.Name]
+			if !ok {
+				return ""
+			}
+			fam = modeloptFamily(l.QuantAlgo)
+		}
+	case "compressed-tensors":
+		if g := s.groupFor(m.Name); g != nil {
+			f := g.Format
+			if f == "" || f == "mixed-precision" {
+				f = argsFormat(g.Weights)
+			}
+			if gf := ctFamily(f, nil); gf != FamilyNone && gf != FamilyMixed {
+				fam = gf
+			}
+		}
+	}
+	if fam == FamilyNone || fam == FamilyMixed {
+		return ""
+	}
+	return fam
+}
+
+// FormatFamily is the family of a stored format (Module.Format): nvfp4,
+// mxfp4, mxfp8, fp8, int for int<bits>; "" for an unquantized one.
+func FormatFamily(format string) string {
+	switch format {
+	case FormatNVFP4:
+		return FamilyNVFP4
+	case FormatMXFP4:
+		return FamilyMXFP4
+	case FormatMXFP8:
+		return FamilyMXFP8
+	case FormatFP8:
+		return FamilyFP8
+	}
+	if len(format) > 3 && format[:3] == "int" {
+		return FamilyInt
+	}
+	return ""
+}

@@ -1,0 +1,149 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/formats/scheme"
+	"github.com/quantscope/quantscope/synth"
+)
+
+// differing lists the modules with a config-format-differs finding, sorted,
+// after checking that each names its module's weight and both formats.
+func differing(t *testing.T, c *Checkpoint) []string {
+	t.Helper()
+	var out []string
+	for _, f := range c.Findings {
+		if f.Rule != RuleDeclaredOtherFormat {
+			continue
+		}
+		if f.Severity != scheme.SeverityError || f.Tensor == "" || !strings.HasPrefix(f.Tensor, f.Module+".") || !strings.Contains(f.Message, "declares") {
+			t.Errorf("finding %+v: want an error naming the module's weight and the declared format", f)
+		}
+		out = append(out, f.Module)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// twoFormats is a repo of one FP8 attention projection and one NVFP4 MLP
+// projection (ModelOpt naming) under the given hf_quant_config.json.
+func twoFormats(t *testing.T, hfQuant string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "repo")
+	os.MkdirAll(dir, 0o755)
+	one := []byte{0, 0, 0x80, 0x3f} // float32 1
+	b, err := safetensors.Encode([]safetensors.WriteTensor{
+		{Name: "model.layers.0.self_attn.q_proj.weight", DType: safetensors.F8_E4M3, Shape: []uint64{16, 32}, Data: make([]byte, 16*32)},
+		{Name: "model.layers.0.self_attn.q_proj.weight_scale", DType: safetensors.F32, Shape: []uint64{}, Data: one},
+		{Name: "model.layers.0.mlp.up_proj.weight", DType: safetensors.U8, Shape: []uint64{16, 16}, Data: make([]byte, 16*16)},
+		{Name: "model.layers.0.mlp.up_proj.weight_scale", DType: safetensors.F8_E4M3, Shape: []uint64{16, 2}, Data: make([]byte, 32)},
+		{Name: "model.layers.0.mlp.up_proj.weight_scale_2", DType: safetensors.F32, Shape: []uint64{}, Data: one},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "model.safetensors"), b, 0o644)
+	os.WriteFile(filepath.Join(dir, "hf_quant_config.json"), []byte(hfQuant), 0o644)
+	return dir
+}
+
+// A module stored in another quantized format than the config declares for
+// it is an error: a runtime would build the declared layer and read these
+// bytes as its codes and scales. Where the config names each layer's
+// format (MIXED_PRECISION), each module is held to its own.
+func TestDeclaredFormatDiffers(t *testing.T) {
+	const q, up = "model.layers.0.self_attn.q_proj", "model.layers.0.mlp.up_proj"
+	for _, c := range []struct {
+		name, hfQuant string
+		want          []string
+	}{
+		{"NVFP4 declared", `{"quantization":{"quant_algo":"NVFP4","group_size":16}}`, []string{q}},
+		{"FP8 declared", `{"quantization":{"quant_algo":"FP8"}}`, []string{up}},
+		{"per layer, as stored", `{"quantization":{"quant_algo":"MIXED_PRECISION","quantized_layers":{
+			"` + q + `":{"quant_algo":"FP8"},"` + up + `":{"quant_algo":"NVFP4","group_size":16}}}}`, nil},
+		{"per layer, swapped", `{"quantization":{"quant_algo":"MIXED_PRECISION","quantized_layers":{
+			"` + q + `":{"quant_algo":"NVFP4","group_size":16},"` + up + `":{"quant_algo":"FP8"}}}}`, []string{up, q}},
+		{"per layer, one unnamed", `{"quantization":{"quant_algo":"MIXED_PRECISION","quantized_layers":{
+			"` + up + `":{"quant_algo":"FP8"}}}}`, []string{up}},
+		// An excluded module that is quantized anyway is another rule's finding.
+		{"NVFP4 with the attention excluded", `{"quantization":{"quant_algo":"NVFP4","group_size":16,"exclude_modules":["*self_attn*"]}}`, nil},
+	} {
+		ck, err := loadPath(t, twoFormats(t, c.hfQuant))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := differing(t, ck); !slices.Equal(got, c.want) {
+			t.Errorf("%s: findings on %q, want %q (all: %+v)", c.name, got, c.want, ck.Findings)
+		}
+		ck.Close()
+	}
+}
+
+// The same for a compressed-tensors config group, and for a lone file's
+// __metadata__ label.
+func TestDeclaredFormatDiffersGroupsAndLoneFiles(t *testing.T) {
+	r := synth.CTNVFP4()
+	dir := writeRepo(t, r)
+	ck := loadDir(t, dir, Options{})
+	if got := differing(t, ck); len(got) != 0 {
+		t.Fatalf("as generated: %q", got)
+	}
+	var quantized []string
+	for _, m := range ck.Modules {
+		if m.Quantized {
+			quantized = append(quantized, m.Name)
+		}
+	}
+	ck.Close()
+	// The same group declared FP8 (8-bit float weights and activations, as
+	// llm-compressor writes FP8_DYNAMIC), over the NVFP4 bytes.
+	var cfg map[string]any
+	b, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	qc := cfg["quantization_config"].(map[string]any)
+	qc["format"] = "float-quantized"
+	g := qc["config_groups"].(map[string]any)["group_0"].(map[string]any)
+	g["weights"] = map[string]any{"num_bits": 8, "type": "float", "symmetric": true, "strategy": "channel"}
+	g["input_activations"] = map[string]any{"num_bits": 8, "type": "float", "symmetric": true, "strategy": "token", "dynamic": true}
+	relabelled, _ := json.Marshal(cfg)
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(relabelled), 0o644)
+	ck = loadDir(t, dir, Options{})
+	if got := differing(t, ck); len(quantized) == 0 || !slices.Equal(got, quantized) {
+		t.Errorf("NVFP4 bytes under an FP8 (float-quantized, 8-bit) group: findings on %q, want every quantized module %q", got, quantized)
+	}
+	ck.Close()
+
+	for label, want := range map[string]int{"nvfp4": 1, "fp8_e4m3": 0} {
+		md := map[string]string{scheme.MetaFormat: label, scheme.MetaNaming: "modelopt", scheme.MetaScale: "multiplier"}
+		if label == "nvfp4" {
+			delete(md, scheme.MetaScale)
+		}
+		ck, err := loadPath(t, fp8File(t, filepath.Join(t.TempDir(), label), md))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := differing(t, ck); len(got) != want {
+			t.Errorf("FP8 bytes labelled %s: findings on %q, want %d", label, got, want)
+		}
+		ck.Close()
+	}
+}
+
+// No generated repo, each stored as its config says, has the finding.
+func TestDeclaredFormatAgreesOnGeneratedRepos(t *testing.T) {
+	for _, r := range synth.All() {
+		ck := loadDir(t, writeRepo(t, r), Options{})
+		if got := differing(t, ck); len(got) != 0 {
+			t.Errorf("%s: findings on %q", r.ID, got)
+		}
+		ck.Close()
+	}
+}
