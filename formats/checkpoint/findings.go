@@ -32,10 +32,18 @@ func (c *Checkpoint) checkRepo(ctx context.Context) []scheme.Finding {
 	// What the config files say of each module against what is stored.
 	for _, m := range c.Modules {
 		declared, known := s.Declared(m)
-		if !known {
-			continue
-		}
 		switch {
+		case declared && m.Quantized:
+			// A runtime builds the layer the config declares and reads
+			// these bytes as that format's codes and scales. (Methods that
+			// list only exclusions build every other linear so: known or
+			// not, a module declared quantized is built as declared.)
+			if want, got := declaredVersusStored(s, m); want != got {
+				out = append(out, scheme.Finding{Rule: RuleDeclaredOtherFormat, Severity: scheme.SeverityError, Module: m.Name, Tensor: m.Primary(),
+					Message: fmt.Sprintf("%s declares %s for this module, but its weight is stored %s (%s layout): a runtime that follows %[1]s reads these bytes as the wrong format",
+						strings.Join(s.DeclaredIn, " and "), want, got, m.Layout)})
+			}
+		case !known:
 		case !declared && m.Quantized:
 			why := "the config lists it as not quantized"
 			if pat := s.ExcludedBy(m.Name); pat != "" {
@@ -46,21 +54,35 @@ func (c *Checkpoint) checkRepo(ctx context.Context) []scheme.Finding {
 		case declared && !m.Quantized && m.Layout == scheme.LayoutUnquantized:
 			out = append(out, scheme.Finding{Rule: RuleDeclaredButDense, Severity: scheme.SeverityWarning, Module: m.Name, Tensor: m.Primary(),
 				Message: fmt.Sprintf("the %s config quantizes this module, but its weight is stored %s", s.Method, m.Format)})
-		case declared && m.Quantized:
-			// A runtime builds the layer the config declares and reads
-			// these bytes as that format's codes and scales.
-			want, got := s.DeclaredFamily(m), scheme.FormatFamily(m.Format)
-			if want != "" && got != "" && want != got {
-				out = append(out, scheme.Finding{Rule: RuleDeclaredOtherFormat, Severity: scheme.SeverityError, Module: m.Name, Tensor: m.Primary(),
-					Message: fmt.Sprintf("%s declares %s for this module, but its weight is stored %s (%s layout): a runtime that follows %[1]s reads these bytes as the wrong format",
-						strings.Join(s.DeclaredIn, " and "), want, m.Format, m.Layout)})
-			}
 		}
 	}
 	out = append(out, c.checkIndex(ctx)...)
 	out = append(out, c.checkScale2()...)
 	out = append(out, c.checkLabel()...)
 	return out
+}
+
+// declaredVersusStored names the quantized format the config declares for
+// a module and the one its weight is stored in, alike when they agree or
+// when either is not known: the family (nvfp4, fp8, mxfp4, mxfp8, int), and
+// for FP8 under a config that names its variant (fmt, quantscope.format)
+// the variant of the weight's dtype too.
+func declaredVersusStored(s *scheme.Scheme, m *scheme.Module) (declared, stored string) {
+	want, got := s.DeclaredFamily(m), scheme.FormatFamily(m.Format)
+	if want == "" || got == "" {
+		return "", ""
+	}
+	if want != got {
+		return want, m.Format
+	}
+	if want == scheme.FamilyFP8 && s.FP8Format != "" {
+		if w, ok := m.Info("weight"); ok {
+			if v := scheme.NormalizeFP8Format(w.DType.String()); v != "" && v != s.FP8Format {
+				return "fp8 " + s.FP8Format, "fp8 " + v + " (" + w.DType.String() + ")"
+			}
+		}
+	}
+	return want, want
 }
 
 func excludeField(s *scheme.Scheme) string {

@@ -121,20 +121,46 @@ func TestDeclaredFormatDiffersGroupsAndLoneFiles(t *testing.T) {
 	}
 	ck.Close()
 
-	for label, want := range map[string]int{"nvfp4": 1, "fp8_e4m3": 0} {
-		md := map[string]string{scheme.MetaFormat: label, scheme.MetaNaming: "modelopt", scheme.MetaScale: "multiplier"}
+	// FP8 bytes (F8_E4M3) under each label a lone file can carry: another
+	// family, or FP8 of the other variant, is the finding.
+	for label, want := range map[string]string{"nvfp4": "stored fp8", "fp8_e4m3": "", "fp8_e5m2": "declares fp8 e5m2 for this module, but its weight is stored fp8 e4m3 (F8_E4M3)"} {
+		md := map[string]string{scheme.MetaFormat: label, scheme.MetaNaming: "gptqmodel", scheme.MetaScale: "inverse"}
 		if label == "nvfp4" {
-			delete(md, scheme.MetaScale)
+			md = map[string]string{scheme.MetaFormat: label, scheme.MetaNaming: "modelopt"}
 		}
 		ck, err := loadPath(t, fp8File(t, filepath.Join(t.TempDir(), label), md))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := differing(t, ck); len(got) != want {
-			t.Errorf("FP8 bytes labelled %s: findings on %q, want %d", label, got, want)
+		got := differing(t, ck)
+		if want == "" && len(got) != 0 || want != "" && (len(got) != 1 || !findingSays(ck, want)) {
+			t.Errorf("FP8 bytes labelled %s: findings on %q (%+v), want one saying %q", label, got, ck.Findings, want)
 		}
 		ck.Close()
 	}
+	// A config's fmt the same way (HF fine-grained FP8 / GPT-QModel).
+	for fmtName, want := range map[string]int{"e4m3": 0, "float8_e4m3fn": 0, "e5m2": 1} {
+		dir := filepath.Join(t.TempDir(), "repo")
+		fp8File(t, dir, nil)
+		os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"quantization_config":{"quant_method":"fp8","fmt":"`+fmtName+`"}}`), 0o644)
+		ck, err := loadPath(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := differing(t, ck); len(got) != want {
+			t.Errorf("F8_E4M3 bytes under fmt %s: findings on %q, want %d", fmtName, got, want)
+		}
+		ck.Close()
+	}
+}
+
+func findingSays(c *Checkpoint, s string) bool {
+	for _, f := range c.Findings {
+		if f.Rule == RuleDeclaredOtherFormat && strings.Contains(f.Message, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // No generated repo, each stored as its config says, has the finding.
