@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/quantscope/quantscope/kernels/cpu"
@@ -181,6 +182,21 @@ func TestForwardOp(t *testing.T) {
 	}
 	if _, err := forwardOp(context.Background(), env, "", json.RawMessage(`{"tokens":[1],"text":"a"}`)); err == nil {
 		t.Error("tokens and text both given: no error")
+	}
+	// Full logits over the job's bound are refused before the forward runs
+	// (512-entry vocabulary: 131,073 positions are just over 256 MiB).
+	many := make([]int, maxLogitsArray/(4*512)+1)
+	for i := range many {
+		many[i] = 1
+	}
+	raw, _ = json.Marshal(ForwardParams{Tokens: many, Logits: true})
+	var steps atomic.Int32
+	env.Progress = func(int64, int64) { steps.Add(1) }
+	if _, err := forwardOp(context.Background(), env, "", raw); err == nil || !strings.Contains(err.Error(), "rule logits-size") || !strings.Contains(err.Error(), "forward --out") {
+		t.Errorf("%d positions of full logits: %v", len(many), err)
+	}
+	if n := steps.Load(); n != 0 {
+		t.Errorf("refused after %d forward steps, want before the first", n)
 	}
 }
 
