@@ -155,10 +155,12 @@ func (b *Backend) blockHessians(ctx context.Context, x kernels.Matrix, in int) (
 	if x.Rows <= 0 || len(x.Data) != x.Rows*x.Cols {
 		return nil, fmt.Errorf("rule local-hessian-data: calibration activations hold %d values for %d tokens × %d inputs", len(x.Data), x.Rows, x.Cols)
 	}
+	var amax float32
 	for i, v := range x.Data {
 		if !(abs32(v) <= math.MaxFloat32) {
 			return nil, fmt.Errorf("rule local-hessian-data: activation [%d, %d] is %v; calibration data must be finite", i/x.Cols, i%x.Cols, v)
 		}
+		amax = max(amax, abs32(v))
 	}
 	nb := in / 16
 	hs := make([]hessian16, nb)
@@ -184,7 +186,22 @@ func (b *Backend) blockHessians(ctx context.Context, x kernels.Matrix, in int) (
 		}
 		return nil
 	})
-	return hs, err
+	if err != nil {
+		return nil, err
+	}
+	// Finite activations can still have sums of products past float32's
+	// range; every candidate's loss would then be Inf or NaN and the sweep
+	// would pick a code by its comparisons' accident.
+	for n := range hs {
+		for i := range 16 {
+			for j := range 16 {
+				if v := hs[n][i][j]; !(abs32(v) <= math.MaxFloat32) {
+					return nil, fmt.Errorf("rule local-hessian-data: the second moment of input block %d (columns %d-%d) overflows float32 (Σ x xᵀ over %d tokens, activations up to %g); calibration data this large must be scaled down", n, 16*n, 16*n+15, x.Rows, amax)
+				}
+			}
+		}
+	}
+	return hs, nil
 }
 
 // hessianLoss is dwᵀ H dw with dw = w − q(w) signed, in float32:

@@ -455,3 +455,36 @@ func TestNVFP4TinyWeights(t *testing.T) {
 		t.Fatalf("denormal amax: %v", err)
 	}
 }
+
+// Finite activations whose second moments overflow float32 are refused,
+// naming the input block, by both users of the moments (the local_hessian
+// recipe and the calibration pass), where every candidate's loss was Inf or
+// NaN and the codes fell out of comparisons with NaN. Just inside the
+// range, the same shape quantizes.
+func TestLocalHessianMomentsOverflow(t *testing.T) {
+	rows, cols, tokens := 4, 32, 8
+	w := testWeights(rows, cols, 3)
+	b := &Backend{Workers: 2}
+	ctx := context.Background()
+	act := func(big float32) *kernels.Matrix {
+		x := make([]float32, tokens*cols)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		for tk := range tokens {
+			x[tk*cols+20] = big // input block 1
+		}
+		return &kernels.Matrix{Rows: tokens, Cols: cols, Data: x}
+	}
+	// 8 × (1e19)² = 8e38 > 3.4e38; 8 × (1e18)² = 8e36 fits.
+	if _, err := b.QuantizeNVFP4(ctx, mat(rows, cols, w), kernels.NVFP4Options{Recipe: "local_hessian", Activations: act(1e18)}, nil); err != nil {
+		t.Fatalf("moments of 8e36: %v", err)
+	}
+	_, errQ := b.QuantizeNVFP4(ctx, mat(rows, cols, w), kernels.NVFP4Options{Recipe: "local_hessian", Activations: act(1e19)}, nil)
+	_, errH := b.BlockHessians(ctx, *act(1e19))
+	for _, err := range []error{errQ, errH} {
+		if err == nil || !strings.Contains(err.Error(), "local-hessian-data") || !strings.Contains(err.Error(), "input block 1 (columns 16-31)") || !strings.Contains(err.Error(), "overflows float32") {
+			t.Errorf("moments of 8e38: %v", err)
+		}
+	}
+}

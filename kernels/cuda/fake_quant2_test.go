@@ -174,6 +174,19 @@ func TestFakeWorkerQuant2Routes(t *testing.T) {
 	if _, err := b.QuantizeNVFP4(ctx, testWeight(4, 32, 1), kernels.NVFP4Options{Recipe: kernels.RecipeLocalHessian, Activations: xbad}, nil); err == nil || !strings.Contains(err.Error(), "rule local-hessian-data: activation [1, 8]") {
 		t.Fatalf("non-finite activation: %v", err)
 	}
+	// Finite activations whose second moments may overflow float32 stay on
+	// the CPU, which names the block (the worker's answer would start
+	// "cuda OP:"; a GPU's kernel would not check and return codes).
+	xbig := testActivations(8, 32, 1)
+	for tk := range 8 {
+		xbig.Data[tk*32+20] = 1e19
+	}
+	if _, err := b.QuantizeNVFP4(ctx, testWeight(4, 32, 1), kernels.NVFP4Options{Recipe: kernels.RecipeLocalHessian, Activations: xbig}, nil); err == nil || strings.HasPrefix(err.Error(), "cuda ") || !strings.Contains(err.Error(), "input block 1 (columns 16-31) overflows float32") {
+		t.Fatalf("overflowing moments: %v", err)
+	}
+	if _, err := b.BlockHessians(ctx, *xbig); err == nil || strings.HasPrefix(err.Error(), "cuda ") || !strings.Contains(err.Error(), "input block 1 (columns 16-31) overflows float32") {
+		t.Fatalf("overflowing moments, calibration: %v", err)
+	}
 	if l.n() != n {
 		t.Fatalf("refused input reached the worker: %s", l.all())
 	}

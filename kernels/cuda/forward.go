@@ -235,8 +235,8 @@ func (b *Backend) ChannelStats(ctx context.Context, x kernels.Matrix) ([]float32
 }
 
 // BlockHessians computes local_hessian's block second moments on the GPU
-// (exact: one thread an entry, rows in order). Non-finite activations go to
-// the CPU, whose error names them.
+// (exact: one thread an entry, rows in order). Non-finite activations, and
+// ones whose moments might overflow, go to the CPU, whose error names them.
 func (b *Backend) BlockHessians(ctx context.Context, x kernels.Matrix) ([]float32, error) {
 	cpuRun := func() ([]float32, error) { return b.Backend.BlockHessians(ctx, x) }
 	if b.noGPU() {
@@ -245,10 +245,8 @@ func (b *Backend) BlockHessians(ctx context.Context, x kernels.Matrix) ([]float3
 	if x.Rows <= 0 || x.Cols <= 0 || x.Cols%16 != 0 || len(x.Data) != x.Rows*x.Cols || b.tooBig(wire.OpBlockHessians, 4*int64(len(x.Data))+64*int64(x.Cols)) {
 		return cpuRun()
 	}
-	for _, v := range x.Data {
-		if !(math.Abs(float64(v)) <= math.MaxFloat32) {
-			return cpuRun()
-		}
+	if xa, ok := finiteAmax(x.Data); !ok || momentsMayOverflow(xa, x.Rows) {
+		return cpuRun()
 	}
 	req := wire.Request{Op: wire.OpBlockHessians, Rows: int64(x.Rows), Cols: int64(x.Cols)}
 	r, out, err := b.call(ctx, 4*int64(len(x.Data))+64*int64(x.Cols), req, f32Bytes(x.Data))

@@ -24,6 +24,14 @@ func finiteAmax(data []float32) (float32, bool) {
 	return amax, true
 }
 
+// momentsMayOverflow: second moments Σ x xᵀ over tokens rows of values up
+// to amax might leave float32's range. Such input runs on the CPU, which
+// computes them the same way and names the block that overflows.
+func momentsMayOverflow(amax float32, tokens int) bool {
+	a := float64(amax)
+	return a*a*float64(tokens) > math.MaxFloat32/2
+}
+
 // QuantizeFP8 runs FP8 quantization on the GPU (ptx/fp8_quant.cu): e4m3 or
 // e5m2, tensor, row or block scales, inverse or direct, with the codes and
 // scales of the CPU backend bit for bit. Input the CPU refuses runs there,
@@ -121,7 +129,7 @@ func (b *Backend) quantizeNVFP4Recipe(ctx context.Context, w kernels.Matrix, opt
 		if x == nil || x.Cols != w.Cols || x.Rows <= 0 || len(x.Data) != x.Rows*x.Cols || int64(w.Cols) > wire.QuantLHMaxCols {
 			return cpuRun()
 		}
-		if _, ok := finiteAmax(x.Data); !ok {
+		if xa, ok := finiteAmax(x.Data); !ok || momentsMayOverflow(xa, x.Rows) {
 			return cpuRun()
 		}
 		req.Op, req.Recipe, req.T = wire.OpQuantNVFP4LH, "", int64(x.Rows)
