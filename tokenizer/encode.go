@@ -43,10 +43,11 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 		ids = append(ids, t.prefix...)
 	}
 	deadline := splitDeadline(text) // one budget for the whole text
-	for len(text) > 0 {
-		at, tok := t.nextAdded(text)
-		if at > 0 {
-			enc, err := t.encodePlain(text[:at], deadline)
+	sc := t.scanAdded(text)
+	for pos := 0; pos < len(text); {
+		at, tok := sc.next(pos)
+		if at > pos {
+			enc, err := t.encodePlain(text[pos:at], deadline)
 			if err != nil {
 				return nil, err
 			}
@@ -56,7 +57,7 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 			break
 		}
 		ids = append(ids, tok.ID)
-		text = text[at+len(tok.Content):]
+		pos = at + len(tok.Content)
 	}
 	if addSpecial {
 		ids = append(ids, t.suffix...)
@@ -64,13 +65,39 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 	return ids, nil
 }
 
-// nextAdded finds the earliest added token in text (the longest one at that
-// place); at is len(text) and tok nil when there is none.
-func (t *Tokenizer) nextAdded(text string) (at int, tok *addedToken) {
-	at = len(text)
-	for i := range t.added { // longest first: at one place the longest wins
-		a := &t.added[i]
-		if j := strings.Index(text, a.Content); j >= 0 && (tok == nil || j < at) {
+// addedScan finds a text's added tokens left to right. It keeps each added
+// token's next occurrence, searching again only for those the cursor has
+// passed, so the text is read about once per added token; searching the
+// whole rest for every added token at every hit made a text with many of
+// them (a chat transcript: hundreds of added tokens, thousands of hits)
+// cost hits × tokens × length.
+type addedScan struct {
+	t    *Tokenizer
+	text string
+	at   []int // per t.added: its first occurrence at or after the cursor, -1 none left, -2 not searched
+}
+
+func (t *Tokenizer) scanAdded(text string) *addedScan {
+	at := make([]int, len(t.added))
+	for i := range at {
+		at[i] = -2
+	}
+	return &addedScan{t: t, text: text, at: at}
+}
+
+// next is the earliest added token at or after pos (the longest one at that
+// place); at is len(text) and tok nil when there is none. pos never goes back.
+func (s *addedScan) next(pos int) (at int, tok *addedToken) {
+	at = len(s.text)
+	for i := range s.t.added { // longest first: at one place the longest wins
+		a := &s.t.added[i]
+		if s.at[i] == -2 || (s.at[i] >= 0 && s.at[i] < pos) {
+			s.at[i] = -1
+			if j := strings.Index(s.text[pos:], a.Content); j >= 0 {
+				s.at[i] = pos + j
+			}
+		}
+		if j := s.at[i]; j >= 0 && (tok == nil || j < at) {
 			at, tok = j, a
 		}
 	}
