@@ -36,18 +36,9 @@ func UnpackAWQ(dst []uint8, packed []byte, rows, cols int) error {
 	if cols%8 != 0 {
 		return &LayoutError{Layout: "awq", Rule: "packed-size", Msg: fmt.Sprintf("%d columns are not a multiple of 8", cols)}
 	}
-	n, ok := mulInt(rows, cols)
-	if !ok {
-		return tooLarge("awq", fmt.Sprintf("[%d, %d]", rows, cols))
-	}
-	if len(packed) != n/2 {
-		return sizeErr("awq", uint64(len(packed)), uint64(n/2), fmt.Sprintf("[%d, %d] at 4 bits", rows, cols))
-	}
-	if len(dst) < n {
-		return fmt.Errorf("packing awq: destination holds %d codes, need %d", len(dst), n)
-	}
-	if n == 0 {
-		return nil
+	n, err := unpackSizes("awq", fmt.Sprintf("[%d, %d] at 4 bits", rows, cols), len(dst), len(packed), [2]int{rows, cols}, rows, cols/2)
+	if err != nil || n == 0 {
+		return err
 	}
 	for r := range rows {
 		for c := range cols / 8 {

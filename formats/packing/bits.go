@@ -91,3 +91,23 @@ func mulInt(xs ...int) (int, bool) {
 func tooLarge(layout, what string) error {
 	return &LayoutError{Layout: layout, Rule: "packed-size", Msg: what + " is negative or too large to address"}
 }
+
+// unpackSizes is every unpacker's first check: codes[0] × codes[1] codes
+// go to dst (of dstLen), from packed bytes that must number exactly the
+// product of bytes; each size must be addressable. what names the shape in
+// the errors. It returns the number of codes (0: nothing to unpack, and no
+// loop over the other dimension's 2^62 rows).
+func unpackSizes(layout, what string, dstLen, packedLen int, codes [2]int, bytes ...int) (int, error) {
+	n, ok1 := mulInt(codes[0], codes[1])
+	want, ok2 := mulInt(bytes...)
+	if !ok1 || !ok2 {
+		return 0, tooLarge(layout, what)
+	}
+	if packedLen != want {
+		return 0, sizeErr(layout, uint64(packedLen), uint64(want), what)
+	}
+	if dstLen < n {
+		return 0, fmt.Errorf("packing %s: destination holds %d codes, need %d", layout, dstLen, n)
+	}
+	return n, nil
+}

@@ -112,19 +112,9 @@ func UnpackCT(dst []int8, packed []byte, rows, cols, bits int, l CTLayout) error
 		return err
 	}
 	p := CTWordsPerRow(cols, bits, l)
-	n, ok1 := mulInt(rows, cols)
-	want, ok2 := mulInt(rows, p, 4)
-	if !ok1 || !ok2 {
-		return tooLarge(l.String(), fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits))
-	}
-	if len(packed) != want {
-		return sizeErr(l.String(), uint64(len(packed)), uint64(want), fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits))
-	}
-	if len(dst) < n {
-		return fmt.Errorf("packing %s: destination holds %d codes, need %d", l, len(dst), n)
-	}
-	if n == 0 {
-		return nil // no codes: no loop over the other dimension's 2^62 rows
+	n, err := unpackSizes(l.String(), fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits), len(dst), len(packed), [2]int{rows, cols}, rows, p, 4)
+	if err != nil || n == 0 {
+		return err
 	}
 	off := int32(1) << (bits - 1)
 	for r := range rows {
@@ -179,19 +169,9 @@ func UnpackCTDim0(dst []int8, packed []byte, rows, cols, bits int, l CTLayout) e
 		return err
 	}
 	p := CTWordsPerRow(rows, bits, l)
-	n, ok1 := mulInt(rows, cols)
-	want, ok2 := mulInt(p, cols, 4)
-	if !ok1 || !ok2 {
-		return tooLarge(l.String(), fmt.Sprintf("zero points [%d, %d] packed on dim 0", rows, cols))
-	}
-	if len(packed) != want {
-		return sizeErr(l.String(), uint64(len(packed)), uint64(want), fmt.Sprintf("zero points [%d, %d] packed on dim 0", rows, cols))
-	}
-	if len(dst) < n {
-		return fmt.Errorf("packing %s: destination holds %d codes, need %d", l, len(dst), n)
-	}
-	if n == 0 {
-		return nil
+	n, err := unpackSizes(l.String(), fmt.Sprintf("zero points [%d, %d] packed on dim 0", rows, cols), len(dst), len(packed), [2]int{rows, cols}, p, cols, 4)
+	if err != nil || n == 0 {
+		return err
 	}
 	col := make([]byte, 4*p)
 	off := int32(1) << (bits - 1)

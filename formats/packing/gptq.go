@@ -54,19 +54,9 @@ func UnpackGPTQWeight(dst []uint8, qweight []byte, in, out, bits int) error {
 	if err != nil {
 		return err
 	}
-	n, ok1 := mulInt(in, out)
-	want, ok2 := mulInt(rows, out, 4)
-	if !ok1 || !ok2 {
-		return tooLarge("gptq", fmt.Sprintf("qweight for [%d, %d]", in, out))
-	}
-	if len(qweight) != want {
-		return sizeErr("gptq", uint64(len(qweight)), uint64(want), fmt.Sprintf("qweight for [%d, %d] at %d bits", in, out, bits))
-	}
-	if len(dst) < n {
-		return fmt.Errorf("packing gptq: destination holds %d codes, need %d", len(dst), n)
-	}
-	if n == 0 {
-		return nil
+	n, err := unpackSizes("gptq", fmt.Sprintf("qweight for [%d, %d] at %d bits", in, out, bits), len(dst), len(qweight), [2]int{in, out}, rows, out, 4)
+	if err != nil || n == 0 {
+		return err
 	}
 	col := make([]byte, 4*rows)
 	for j := range out {
@@ -105,19 +95,9 @@ func UnpackRowBits(dst []uint8, packed []byte, rows, cols, bits int) error {
 		return err
 	}
 	p := CTWordsPerRow(cols, bits, CTBitstream) // the same bitstream a row
-	n, ok1 := mulInt(rows, cols)
-	want, ok2 := mulInt(rows, p, 4)
-	if !ok1 || !ok2 {
-		return tooLarge("gptq-qzeros", fmt.Sprintf("[%d, %d]", rows, cols))
-	}
-	if len(packed) != want {
-		return sizeErr("gptq-qzeros", uint64(len(packed)), uint64(want), fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits))
-	}
-	if len(dst) < n {
-		return fmt.Errorf("packing gptq-qzeros: destination holds %d codes, need %d", len(dst), n)
-	}
-	if n == 0 {
-		return nil
+	n, err := unpackSizes("gptq-qzeros", fmt.Sprintf("[%d, %d] at %d bits", rows, cols, bits), len(dst), len(packed), [2]int{rows, cols}, rows, p, 4)
+	if err != nil || n == 0 {
+		return err
 	}
 	for r := range rows {
 		row := packed[4*r*p : 4*(r+1)*p]
@@ -144,19 +124,9 @@ func UnpackGPTQColumns(dst []uint8, rows []byte, out, bits, i0, i1, o0, o1 int) 
 		return fmt.Errorf("packing gptq: window inputs %d:%d outputs %d:%d of %d", i0, i1, o0, o1, out)
 	}
 	r0, r1 := GPTQWordRows(i0, i1, bits)
-	n, ok1 := mulInt(i1-i0, o1-o0)
-	want, ok2 := mulInt(r1-r0, out, 4)
-	if !ok1 || !ok2 {
-		return tooLarge("gptq", fmt.Sprintf("window inputs %d:%d of %d outputs", i0, i1, out))
-	}
-	if len(rows) != want {
-		return sizeErr("gptq", uint64(len(rows)), uint64(want), fmt.Sprintf("qweight rows %d:%d of %d outputs", r0, r1, out))
-	}
-	if len(dst) < n {
-		return fmt.Errorf("packing gptq: destination holds %d codes, need %d", len(dst), n)
-	}
-	if n == 0 {
-		return nil // nothing to unpack: no column buffer sized by the inputs alone
+	n, err := unpackSizes("gptq", fmt.Sprintf("qweight rows %d:%d (inputs %d:%d) of %d outputs", r0, r1, i0, i1, out), len(dst), len(rows), [2]int{i1 - i0, o1 - o0}, r1-r0, out, 4)
+	if err != nil || n == 0 {
+		return err // or nothing to unpack: no column buffer sized by the inputs alone
 	}
 	col := make([]byte, 4*(r1-r0))
 	w := o1 - o0
