@@ -129,7 +129,7 @@ func newCompanion(ctx context.Context, cf companionFlags) (*companion, error) {
 		MaxJobs:      cf.maxJobsPerConn,
 		MaxJobsTotal: cf.maxJobs,
 		Hello: proto.Hello{Program: programVersion(), Backends: []string{backend.Name()}, CPUCores: runtime.NumCPU(),
-			GPUs: gpus},
+			GPUs: gpus, LocalFiles: cf.inDir != ""},
 	})
 	c.up = websocket.Upgrader{
 		CheckOrigin: func(*http.Request) bool { return true }, // checked before the upgrade, with our own rules

@@ -213,8 +213,8 @@ func TestCompanionSecurity(t *testing.T) {
 
 	// A message past the read limit closes the connection.
 	cl := dialClient(t, s)
-	if cl.hello.Limits.MaxMessageBytes <= 0 || cl.hello.Protocol != proto.Version {
-		t.Fatalf("hello %+v", cl.hello)
+	if cl.hello.Limits.MaxMessageBytes <= 0 || cl.hello.Protocol != proto.Version || cl.hello.LocalFiles {
+		t.Fatalf("hello %+v (no --in-dir: local_files false)", cl.hello)
 	}
 	big := `{"type":"cancel","id":"` + strings.Repeat("x", int(cl.hello.Limits.MaxMessageBytes)) + `"}`
 	cl.ws.WriteMessage(websocket.TextMessage, []byte(big))

@@ -137,8 +137,8 @@ func TestCompanionJobs(t *testing.T) {
 	if h.Protocol != proto.Version || len(h.Backends) == 0 || !strings.HasPrefix(h.Backends[0], "cpu") || h.CPUCores < 1 || h.GPUs == nil || len(h.GPUs) != 0 {
 		t.Fatalf("hello %+v", h)
 	}
-	if !strings.Contains(strings.Join(h.Ops, ","), "inventory") || h.Limits.MaxJobs != 2 || h.Limits.MaxJobsTotal != 3 {
-		t.Fatalf("hello ops/limits %+v", h)
+	if !strings.Contains(strings.Join(h.Ops, ","), "inventory") || h.Limits.MaxJobs != 2 || h.Limits.MaxJobsTotal != 3 || !h.LocalFiles {
+		t.Fatalf("hello ops/limits/local_files %+v", h)
 	}
 	remote := func(id, rev string) proto.Submit {
 		return proto.Submit{ID: id, Op: "inventory", Source: "big/R1-FP4", Revision: rev, Endpoint: hubURL}

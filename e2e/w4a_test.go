@@ -17,11 +17,24 @@ import (
 // the eval job over pasted text on the demo's small GPTQ Llama and shows the
 // perplexities `quantscope eval --json --compare` prints for the same lines,
 // digit for digit; the calibration either runs (a companion with the
-// "calibrate" op) or is refused with a message naming the missing op.
+// "calibrate" op) or is refused with a message naming the missing op. The
+// calibration file is one under the companion's --in-dir; a companion
+// started without one offers no calibration and says how to allow it.
 func TestW4APanel(t *testing.T) {
-	base, token := serveToken(t, "--demo")
 	ctx := newBrowser(t, 1366, 1400)
 	repo := synth.Org + "/Llama-small-GPTQ"
+	{
+		base, token := serveToken(t, "--demo")
+		do(t, ctx, chromedp.Navigate(base+"/?token="+token+"&source="+repo))
+		waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(repo)+" && companion.connected()", 60*time.Second)
+		waitJS(t, ctx, `!document.getElementById("w4a").hidden`, 10*time.Second)
+		hint := eval[string](t, ctx, `document.getElementById("w4a-files").textContent`)
+		if !eval[bool](t, ctx, `document.getElementById("w4a-calib").disabled && document.getElementById("w4a-calib-data").disabled`) || !strings.Contains(hint, "--in-dir DIR") {
+			t.Errorf("a companion without --in-dir: calibration offered, or hint %q", hint)
+		}
+	}
+	inDir := t.TempDir()
+	base, token := serveToken(t, "--demo", "--in-dir", inDir)
 	do(t, ctx, chromedp.Navigate(base+"/?source="+repo))
 	waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(repo), 60*time.Second)
 	if !eval[bool](t, ctx, `document.getElementById("w4a").hidden`) {
@@ -84,11 +97,13 @@ func TestW4APanel(t *testing.T) {
 
 	// Calibration: run it when the companion offers the op, else say so.
 	if eval[bool](t, ctx, `companion.info().ops.includes("calibrate")`) {
-		ids := filepath.Join(t.TempDir(), "calib.txt")
-		if err := os.WriteFile(ids, []byte("1 5 9 13 17 21 25 29\n2 4 8 16 32 64 128 256\n"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(inDir, "calib.txt"), []byte("1 5 9 13 17 21 25 29\n2 4 8 16 32 64 128 256\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		eval[bool](t, ctx, `(document.getElementById("w4a-calib-data").value = `+jsQuote(ids)+`, document.getElementById("w4a-calib").click(), true)`)
+		if h := eval[string](t, ctx, `document.getElementById("w4a-files").textContent`); h != "" {
+			t.Errorf("a companion with --in-dir still says %q", h)
+		}
+		eval[bool](t, ctx, `(document.getElementById("w4a-calib-data").value = "calib.txt", document.getElementById("w4a-calib").click(), true)`)
 		waitJS(t, ctx, `document.getElementById("w4a-amax-plot") || document.getElementById("w4a").dataset.state === "error"`, 120*time.Second)
 		// 2 layers: layer 0's input, then o_proj.input, post_attention_residual,
 		// down_proj.input and output of each layer (NUMERICS.md: 9 producers),

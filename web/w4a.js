@@ -33,11 +33,19 @@ function w4aShow() {
   card.hidden = !on;
   if (!on) return;
   const ops = (companion.info() || {}).ops || [];
+  // Calibration reads a token-ids file on the companion's machine, which a
+  // companion allows only under the folder it was started with (--in-dir).
+  const files = !!(companion.info() || {}).local_files;
   $("w4a-eval").disabled = !ops.includes("eval");
-  $("w4a-calib").disabled = !ops.includes("calibrate");
+  $("w4a-calib").disabled = !ops.includes("calibrate") || !files;
+  $("w4a-calib-data").disabled = !files;
+  $("w4a-calib-data").placeholder = files ? "calibration ids file, relative to the companion's --in-dir" :
+    "no local files on this companion";
   const missing = ["eval", "calibrate"].filter(o => !ops.includes(o));
   $("w4a-ops").textContent = missing.length ? "This companion has no " + missing.map(o => `"${o}"`).join(" or ") +
     " operation (it offers " + (ops.join(", ") || "none") + "); update quantscope to run it." : "";
+  $("w4a-files").textContent = !files && ops.includes("calibrate") ? "Calibration reads a file of token ids on the companion's machine, " +
+    "and this companion reads none: start it with `quantscope serve --in-dir DIR` and name a file under DIR." : "";
 }
 window.addEventListener("companion", w4aShow);
 
@@ -51,6 +59,7 @@ function w4aControls() {
   return el("div", {},
     el("p", { class: "hint", text: "Runs on the connected companion, layer by layer: perplexity dense vs W4A, and the act_max calibration (GPT-QModel's producer maximum)." }),
     el("p", { id: "w4a-ops", class: "warn-text" }),
+    el("p", { id: "w4a-files", class: "hint" }),
     text,
     el("div", { class: "tools" },
       el("label", { for: "w4a-kind", text: "lines are" }), kind,
@@ -134,7 +143,7 @@ async function w4aCalibrate() {
   // Calibration data is a file on the companion's machine, kept apart from
   // the text evaluated above (the report names it; eval refuses the same file).
   const data = $("w4a-calib-data").value.trim();
-  if (!data) { $("w4a-status").textContent = "calibrate: give the calibration data file (token ids, one sequence per line) on the companion's machine"; return; }
+  if (!data) { $("w4a-status").textContent = "calibrate: give the calibration data file (token ids, one sequence per line), relative to the companion's --in-dir folder"; return; }
   const r = await w4aRun("calibrate", { pass: "act_max", w4a: "nvfp4", recipe: $("w4a-recipe").value, data }, false);
   if (!r) return;
   const rep = r.json || {};

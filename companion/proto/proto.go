@@ -52,6 +52,10 @@ type Hello struct {
 	GPUs     []GPU    `json:"gpus"` // empty when none
 	Ops      []string `json:"ops"`  // the operations a submit may name
 	Limits   Limits   `json:"limits"`
+	// LocalFiles: jobs may name local files (a checkpoint folder as
+	// source, calibration data) at paths relative to the folder the
+	// companion was started with (`serve --in-dir DIR`); without it none.
+	LocalFiles bool `json:"local_files"`
 }
 
 // Submit asks for one operation on one module of a source. The companion
