@@ -237,6 +237,9 @@ func (b *Backend) plan(ctx context.Context, w kernels.Matrix, amax float32, opt 
 		if err != nil {
 			return nil, err
 		}
+		if err := lossesFit(hs, amax); err != nil {
+			return nil, err
+		}
 		sw := newSweep(s2)
 		return &nvfp4Plan{s2, func(x []float32, n int, _ float32) byte { return sw.bestHessian(x, &hs[n]) }, 0}, nil
 	case kernels.RecipeFourSix, kernels.RecipeLeastSquares:

@@ -204,6 +204,27 @@ func (b *Backend) blockHessians(ctx context.Context, x kernels.Matrix, in int) (
 	return hs, nil
 }
 
+// lossesFit refuses moments under which a candidate's loss dwᵀ H dw could
+// leave float32's range: every candidate would tie at Inf (or lose to NaN)
+// and the sweep would keep a code by accident. |w| ≤ amax, and |q(w)| ≤ 6·d
+// with d at most 448 · amax / 2688 = amax / 6, so |dw| ≤ 2·amax and 256
+// terms of at most max|H| · (2·amax)² bound the loss.
+func lossesFit(hs []hessian16, amax float32) error {
+	var hmax float32
+	for n := range hs {
+		for i := range 16 {
+			for j := range 16 {
+				hmax = max(hmax, abs32(hs[n][i][j]))
+			}
+		}
+	}
+	a := 2 * float64(amax)
+	if bound := 256 * float64(hmax) * a * a; bound > math.MaxFloat32/2 {
+		return fmt.Errorf("rule local-hessian-data: the weighted block errors could overflow float32 (second moments up to %g, weights up to %g: a bound of %g); calibration data or weights this large must be scaled down", hmax, amax, bound)
+	}
+	return nil
+}
+
 // hessianLoss is dwᵀ H dw with dw = w − q(w) signed, in float32:
 // Σ_i dw_i · (Σ_j H_ij dw_j), both sums in index order. With H = I it is
 // exactly the plain squared error.

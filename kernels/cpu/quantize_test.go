@@ -459,8 +459,9 @@ func TestNVFP4TinyWeights(t *testing.T) {
 // Finite activations whose second moments overflow float32 are refused,
 // naming the input block, by both users of the moments (the local_hessian
 // recipe and the calibration pass), where every candidate's loss was Inf or
-// NaN and the codes fell out of comparisons with NaN. Just inside the
-// range, the same shape quantizes.
+// NaN and the codes fell out of comparisons with NaN; likewise moments that
+// fit but whose weighted errors could overflow with these weights. Well
+// inside the range, the same shape quantizes.
 func TestLocalHessianMomentsOverflow(t *testing.T) {
 	rows, cols, tokens := 4, 32, 8
 	w := testWeights(rows, cols, 3)
@@ -476,9 +477,17 @@ func TestLocalHessianMomentsOverflow(t *testing.T) {
 		}
 		return &kernels.Matrix{Rows: tokens, Cols: cols, Data: x}
 	}
-	// 8 × (1e19)² = 8e38 > 3.4e38; 8 × (1e18)² = 8e36 fits.
-	if _, err := b.QuantizeNVFP4(ctx, mat(rows, cols, w), kernels.NVFP4Options{Recipe: "local_hessian", Activations: act(1e18)}, nil); err != nil {
-		t.Fatalf("moments of 8e36: %v", err)
+	// 8 × (1e19)² = 8e38 > 3.4e38; 8 × (1e16)² = 8e32 fits, and so do
+	// its weighted errors for weights of a few units (256 · 1e32 · (2·amax)²).
+	if _, err := b.QuantizeNVFP4(ctx, mat(rows, cols, w), kernels.NVFP4Options{Recipe: "local_hessian", Activations: act(1e16)}, nil); err != nil {
+		t.Fatalf("moments of 1e32: %v", err)
+	}
+	big := make([]float32, len(w))
+	for i, x := range w {
+		big[i] = x * 1e4
+	}
+	if _, err := b.QuantizeNVFP4(ctx, mat(rows, cols, big), kernels.NVFP4Options{Recipe: "local_hessian", Activations: act(1e16)}, nil); err == nil || !strings.Contains(err.Error(), "weighted block errors could overflow float32") {
+		t.Errorf("moments of 1e32 with weights ×1e4: %v", err)
 	}
 	_, errQ := b.QuantizeNVFP4(ctx, mat(rows, cols, w), kernels.NVFP4Options{Recipe: "local_hessian", Activations: act(1e19)}, nil)
 	_, errH := b.BlockHessians(ctx, *act(1e19))

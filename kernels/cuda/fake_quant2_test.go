@@ -187,6 +187,16 @@ func TestFakeWorkerQuant2Routes(t *testing.T) {
 	if _, err := b.BlockHessians(ctx, *xbig); err == nil || strings.HasPrefix(err.Error(), "cuda ") || !strings.Contains(err.Error(), "input block 1 (columns 16-31) overflows float32") {
 		t.Fatalf("overflowing moments, calibration: %v", err)
 	}
+	for tk := range 8 {
+		xbig.Data[tk*32+20] = 1e16 // moments of 1e32 fit; with weights of 1e4 the losses may not
+	}
+	wbig := testWeight(4, 32, 1)
+	for i := range wbig.Data {
+		wbig.Data[i] = 1e4 * float32(1+i%3)
+	}
+	if _, err := b.QuantizeNVFP4(ctx, wbig, kernels.NVFP4Options{Recipe: kernels.RecipeLocalHessian, Activations: xbig}, nil); err == nil || strings.HasPrefix(err.Error(), "cuda ") || !strings.Contains(err.Error(), "weighted block errors could overflow") {
+		t.Fatalf("overflowing losses: %v", err)
+	}
 	if l.n() != n {
 		t.Fatalf("refused input reached the worker: %s", l.all())
 	}

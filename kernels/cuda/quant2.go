@@ -32,6 +32,15 @@ func momentsMayOverflow(amax float32, tokens int) bool {
 	return a*a*float64(tokens) > math.MaxFloat32/2
 }
 
+// lossesMayOverflow: local_hessian's weighted block errors, for moments of
+// values up to xamax (each at most xamax²) and a weight up to wamax, might
+// leave float32's range (the CPU's lossesFit bound); such input runs on the
+// CPU, which refuses it by its own bound.
+func lossesMayOverflow(xamax, wamax float32) bool {
+	x, w := float64(xamax), 2*float64(wamax)
+	return 256*x*x*w*w > math.MaxFloat32/2
+}
+
 // QuantizeFP8 runs FP8 quantization on the GPU (ptx/fp8_quant.cu): e4m3 or
 // e5m2, tensor, row or block scales, inverse or direct, with the codes and
 // scales of the CPU backend bit for bit. Input the CPU refuses runs there,
@@ -129,7 +138,7 @@ func (b *Backend) quantizeNVFP4Recipe(ctx context.Context, w kernels.Matrix, opt
 		if x == nil || x.Cols != w.Cols || x.Rows <= 0 || len(x.Data) != x.Rows*x.Cols || int64(w.Cols) > wire.QuantLHMaxCols {
 			return cpuRun()
 		}
-		if xa, ok := finiteAmax(x.Data); !ok || momentsMayOverflow(xa, x.Rows) {
+		if xa, ok := finiteAmax(x.Data); !ok || momentsMayOverflow(xa, x.Rows) || lossesMayOverflow(xa, amax) {
 			return cpuRun()
 		}
 		req.Op, req.Recipe, req.T = wire.OpQuantNVFP4LH, "", int64(x.Rows)
