@@ -60,7 +60,8 @@ type Hello struct {
 
 // Submit asks for one operation on one module of a source. The companion
 // reads the bytes itself: Source is any SOURCE form of the command line
-// (ORG/NAME, a hub URL, a .safetensors URL, a path on the companion's machine).
+// (ORG/NAME, a hub URL, a .safetensors URL), or a path relative to the
+// folder the companion was started with (`serve --in-dir`).
 type Submit struct {
 	ID       string          `json:"id"` // chosen by the client, unique among its running jobs
 	Op       string          `json:"op"`

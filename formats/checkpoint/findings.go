@@ -66,11 +66,23 @@ func (c *Checkpoint) checkRepo(ctx context.Context) []scheme.Finding {
 // a module and the one its weight is stored in, alike when they agree or
 // when either is not known: the family (nvfp4, fp8, mxfp4, mxfp8, int), and
 // for FP8 under a config that names its variant (fmt, quantscope.format)
-// the variant of the weight's dtype too.
+// the variant of the weight's dtype too. FP8 and MXFP8 are not told apart
+// (configs name MXFP8 in ways this reader may take for FP8), nor is a U8
+// weight counted as NVFP4 without E4M3 block scales (ModelOpt's INT4 AWQ
+// exports look so; the scale rules report it).
 func declaredVersusStored(s *scheme.Scheme, m *scheme.Module) (declared, stored string) {
 	want, got := s.DeclaredFamily(m), scheme.FormatFamily(m.Format)
 	if want == "" || got == "" {
 		return "", ""
+	}
+	eightBit := func(f string) bool { return f == scheme.FamilyFP8 || f == scheme.FamilyMXFP8 }
+	if eightBit(want) && eightBit(got) && want != got {
+		return "", ""
+	}
+	if got == scheme.FamilyNVFP4 {
+		if sc, ok := m.Info("weight_scale"); !ok || sc.DType != safetensors.F8_E4M3 {
+			return "", ""
+		}
 	}
 	if want != got {
 		return want, m.Format

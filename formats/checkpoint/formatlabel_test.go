@@ -173,3 +173,87 @@ func TestDeclaredFormatAgreesOnGeneratedRepos(t *testing.T) {
 		ck.Close()
 	}
 }
+
+// ctRepo writes tensors with a config.json of quantization_config qc.
+func ctRepo(t *testing.T, qc string, tensors []safetensors.WriteTensor) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "repo")
+	os.MkdirAll(dir, 0o755)
+	b, err := safetensors.Encode(tensors, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "model.safetensors"), b, 0o644)
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"architectures":["LlamaForCausalLM"],"quantization_config":`+qc+`}`), 0o644)
+	return dir
+}
+
+func fp8CT(name string) []safetensors.WriteTensor {
+	return []safetensors.WriteTensor{
+		{Name: name + ".weight", DType: safetensors.F8_E4M3, Shape: []uint64{16, 32}, Data: make([]byte, 16*32)},
+		{Name: name + ".weight_scale", DType: safetensors.F32, Shape: []uint64{16, 1}, Data: make([]byte, 4*16)},
+	}
+}
+
+func nvfp4CT(name string) []safetensors.WriteTensor {
+	return []safetensors.WriteTensor{
+		{Name: name + ".weight_packed", DType: safetensors.U8, Shape: []uint64{16, 16}, Data: make([]byte, 16*16)},
+		{Name: name + ".weight_scale", DType: safetensors.F8_E4M3, Shape: []uint64{16, 2}, Data: make([]byte, 32)},
+		{Name: name + ".weight_global_scale", DType: safetensors.F32, Shape: []uint64{1}, Data: []byte{0, 0, 0x80, 0x3f}},
+	}
+}
+
+// Configs that runtimes read as the bytes are stored get no finding, where
+// the rule is not sure which format a config means: overlapping groups
+// (runtimes pick by their own precedence), MXFP8 named by a top-level
+// format and 8-bit float arguments, naive-quantized FP8, and ModelOpt's
+// INT4 AWQ exports (U8 weights with F16 scales).
+func TestDeclaredFormatNoFalseFindings(t *testing.T) {
+	const q, up = "model.layers.0.self_attn.q_proj", "model.layers.0.mlp.up_proj"
+	nvfp4Args := `{"num_bits":4,"type":"float","symmetric":true,"strategy":"tensor_group","group_size":16}`
+	fp8Args := `{"num_bits":8,"type":"float","symmetric":true,"strategy":"channel"}`
+	for _, c := range []struct {
+		name string
+		dir  string
+	}{
+		{"overlapping groups, a name over a class", ctRepo(t, `{"quant_method":"compressed-tensors","format":"mixed-precision","config_groups":{
+			"group_0":{"targets":["Linear"],"format":"nvfp4-pack-quantized","weights":`+nvfp4Args+`},
+			"group_1":{"targets":["re:.*self_attn.*"],"format":"float-quantized","weights":`+fp8Args+`}}}`,
+			append(fp8CT(q), nvfp4CT(up)...))},
+		{"MXFP8 by the top-level format", ctRepo(t, `{"quant_method":"compressed-tensors","format":"mxfp8-quantized","config_groups":{
+			"group_0":{"targets":["Linear"],"weights":{"num_bits":8,"type":"float","symmetric":true,"strategy":"group","group_size":32}}}}`,
+			[]safetensors.WriteTensor{
+				{Name: up + ".weight", DType: safetensors.F8_E4M3, Shape: []uint64{16, 64}, Data: make([]byte, 16*64)},
+				{Name: up + ".weight_scale", DType: safetensors.U8, Shape: []uint64{16, 2}, Data: make([]byte, 32)},
+			})},
+		{"naive-quantized FP8", ctRepo(t, `{"quant_method":"compressed-tensors","format":"naive-quantized","config_groups":{
+			"group_0":{"targets":["Linear"],"format":"naive-quantized","weights":`+fp8Args+`}}}`, fp8CT(q))},
+	} {
+		ck, err := loadPath(t, c.dir)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := differing(t, ck); len(got) != 0 {
+			t.Errorf("%s: findings on %q: %+v", c.name, got, ck.Findings)
+		}
+		ck.Close()
+	}
+	// ModelOpt INT4 AWQ: packed int4 in U8, F16 group scales, a weight_scale_2.
+	dir := filepath.Join(t.TempDir(), "awq")
+	os.MkdirAll(dir, 0o755)
+	b, _ := safetensors.Encode([]safetensors.WriteTensor{
+		{Name: up + ".weight", DType: safetensors.U8, Shape: []uint64{16, 64}, Data: make([]byte, 16*64)},
+		{Name: up + ".weight_scale", DType: safetensors.F16, Shape: []uint64{16, 1}, Data: make([]byte, 32)},
+		{Name: up + ".weight_scale_2", DType: safetensors.F32, Shape: []uint64{}, Data: make([]byte, 4)},
+	}, nil)
+	os.WriteFile(filepath.Join(dir, "model.safetensors"), b, 0o644)
+	os.WriteFile(filepath.Join(dir, "hf_quant_config.json"), []byte(`{"quantization":{"quant_algo":"W4A8_AWQ","group_size":128}}`), 0o644)
+	ck, err := loadPath(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := differing(t, ck); len(got) != 0 {
+		t.Errorf("ModelOpt W4A8_AWQ: findings on %q", got)
+	}
+	ck.Close()
+}

@@ -97,7 +97,7 @@ func (s *Scheme) ExcludedBy(name string) string {
 
 // DeclaredFamily is the quantization family the config files declare for a
 // module they call quantized (Declared): a MIXED_PRECISION layer's
-// quant_algo, the compressed-tensors config group that targets the module,
+// quant_algo, the compressed-tensors config groups that target the module,
 // else the scheme's own; "" when they name no single family for it.
 func (s *Scheme) DeclaredFamily(m *Module) string {
 	fam := s.Family
@@ -111,16 +111,53 @@ func (s *Scheme) DeclaredFamily(m *Module) string {
 			fam = modeloptFamily(l.QuantAlgo)
 		}
 	case "compressed-tensors":
-		if g := s.groupFor(m.Name); g != nil {
-			f := g.Format
-			if f == "" || f == "mixed-precision" {
-				f = argsFormat(g.Weights)
+		// Runtimes choose among overlapping groups by their own precedence
+		// (a name over a class); only groups that agree declare anything.
+		fam = ""
+		c, linear := s.compiled(), isLinearLike(m)
+		for i, g := range c.groupL {
+			if g.first(m.Name, linear) < 0 {
+				continue
 			}
-			if gf := ctFamily(f, nil); gf != FamilyNone && gf != FamilyMixed {
-				fam = gf
+			gf := s.groupFamily(&s.Groups[i])
+			if gf == "" || (fam != "" && gf != fam) {
+				return ""
 			}
+			fam = gf
 		}
 	}
+	return definite(fam)
+}
+
+// groupFamily is the family a compressed-tensors config group declares:
+// its format's (else the config's), and its weight arguments', when those
+// agree or one of them says nothing; "" when they disagree. naive-quantized
+// names no family (it stores integer or float codes alike), nor does an
+// 8-bit float group of 32 by its arguments alone (FP8 or MXFP8).
+func (s *Scheme) groupFamily(g *ConfigGroup) string {
+	f := g.Format
+	if f == "" || f == "mixed-precision" {
+		f = s.Format
+	}
+	byFormat := ""
+	if f != "naive-quantized" {
+		byFormat = definite(ctFamily(f, nil))
+	}
+	byArgs := ""
+	if w := g.Weights; w != nil && !(w.Type == "float" && w.NumBits == 8 && w.GroupSize == 32) {
+		byArgs = definite(ctFamily(argsFormat(w), nil))
+	}
+	switch {
+	case byFormat == "":
+		return byArgs
+	case byArgs == "" || byArgs == byFormat:
+		return byFormat
+	}
+	return ""
+}
+
+// definite is a family that names one format, else "".
+func definite(fam string) string {
 	if fam == FamilyNone || fam == FamilyMixed {
 		return ""
 	}
