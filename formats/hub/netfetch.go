@@ -58,7 +58,9 @@ func (f *NetFetcher) Fetch(ctx context.Context, r Request) (*Response, error) {
 // sameOnEveryTry tells the network errors that a retry cannot change: the
 // server's certificate is not trusted (an unknown authority, another host's
 // name, expired), or the host's name does not exist. Retrying them only
-// delays the message by the backoff's seconds.
+// delays the message by the backoff's seconds. (Where the system resolver
+// answers "no such host" while the network is briefly down, as macOS's may,
+// that read fails at once too; running it again is the remedy.)
 func sameOnEveryTry(err error) bool {
 	var cv *tls.CertificateVerificationError
 	var ua x509.UnknownAuthorityError
