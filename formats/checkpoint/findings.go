@@ -66,17 +66,16 @@ func (c *Checkpoint) checkRepo(ctx context.Context) []scheme.Finding {
 // a module and the one its weight is stored in, alike when they agree or
 // when either is not known: the family (nvfp4, fp8, mxfp4, mxfp8, int), and
 // for FP8 under a config that names its variant (fmt, quantscope.format)
-// the variant of the weight's dtype too. FP8 and MXFP8 are not told apart
-// (configs name MXFP8 in ways this reader may take for FP8), nor is a U8
-// weight counted as NVFP4 without E4M3 block scales (ModelOpt's INT4 AWQ
-// exports look so; the scale rules report it).
+// the variant of the weight's dtype too. MXFP8 bytes under an FP8 label
+// pass (compressed-tensors has described MX groups as float-quantized),
+// while FP8 bytes under an MXFP8 label do not; nor is a U8 weight held to
+// NVFP4 without E4M3 block scales (the scale rules report that).
 func declaredVersusStored(s *scheme.Scheme, m *scheme.Module) (declared, stored string) {
 	want, got := s.DeclaredFamily(m), scheme.FormatFamily(m.Format)
 	if want == "" || got == "" {
 		return "", ""
 	}
-	eightBit := func(f string) bool { return f == scheme.FamilyFP8 || f == scheme.FamilyMXFP8 }
-	if eightBit(want) && eightBit(got) && want != got {
+	if want == scheme.FamilyFP8 && got == scheme.FamilyMXFP8 {
 		return "", ""
 	}
 	if got == scheme.FamilyNVFP4 {

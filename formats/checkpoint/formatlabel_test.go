@@ -206,8 +206,8 @@ func nvfp4CT(name string) []safetensors.WriteTensor {
 // Configs that runtimes read as the bytes are stored get no finding, where
 // the rule is not sure which format a config means: overlapping groups
 // (runtimes pick by their own precedence), MXFP8 named by a top-level
-// format and 8-bit float arguments, naive-quantized FP8, and ModelOpt's
-// INT4 AWQ exports (U8 weights with F16 scales).
+// format and 8-bit float arguments, naive-quantized FP8, and MXFP8 bytes in
+// a float-quantized group. (ModelOpt's INT4 AWQ: TestModelOptINT4AWQ.)
 func TestDeclaredFormatNoFalseFindings(t *testing.T) {
 	const q, up = "model.layers.0.self_attn.q_proj", "model.layers.0.mlp.up_proj"
 	nvfp4Args := `{"num_bits":4,"type":"float","symmetric":true,"strategy":"tensor_group","group_size":16}`
@@ -228,6 +228,14 @@ func TestDeclaredFormatNoFalseFindings(t *testing.T) {
 			})},
 		{"naive-quantized FP8", ctRepo(t, `{"quant_method":"compressed-tensors","format":"naive-quantized","config_groups":{
 			"group_0":{"targets":["Linear"],"format":"naive-quantized","weights":`+fp8Args+`}}}`, fp8CT(q))},
+		{"naive-quantized without weight arguments", ctRepo(t, `{"quant_method":"compressed-tensors","format":"naive-quantized","config_groups":{
+			"group_0":{"targets":["Linear"],"format":"naive-quantized"}}}`, fp8CT(q))},
+		{"MXFP8 bytes in a float-quantized group of 32", ctRepo(t, `{"quant_method":"compressed-tensors","format":"float-quantized","config_groups":{
+			"group_0":{"targets":["Linear"],"weights":{"num_bits":8,"type":"float","symmetric":true,"strategy":"group","group_size":32}}}}`,
+			[]safetensors.WriteTensor{
+				{Name: up + ".weight", DType: safetensors.F8_E4M3, Shape: []uint64{16, 64}, Data: make([]byte, 16*64)},
+				{Name: up + ".weight_scale", DType: safetensors.U8, Shape: []uint64{16, 2}, Data: make([]byte, 32)},
+			})},
 	} {
 		ck, err := loadPath(t, c.dir)
 		if err != nil {
@@ -238,22 +246,78 @@ func TestDeclaredFormatNoFalseFindings(t *testing.T) {
 		}
 		ck.Close()
 	}
-	// ModelOpt INT4 AWQ: packed int4 in U8, F16 group scales, a weight_scale_2.
-	dir := filepath.Join(t.TempDir(), "awq")
-	os.MkdirAll(dir, 0o755)
-	b, _ := safetensors.Encode([]safetensors.WriteTensor{
-		{Name: up + ".weight", DType: safetensors.U8, Shape: []uint64{16, 64}, Data: make([]byte, 16*64)},
-		{Name: up + ".weight_scale", DType: safetensors.F16, Shape: []uint64{16, 1}, Data: make([]byte, 32)},
-		{Name: up + ".weight_scale_2", DType: safetensors.F32, Shape: []uint64{}, Data: make([]byte, 4)},
-	}, nil)
-	os.WriteFile(filepath.Join(dir, "model.safetensors"), b, 0o644)
-	os.WriteFile(filepath.Join(dir, "hf_quant_config.json"), []byte(`{"quantization":{"quant_algo":"W4A8_AWQ","group_size":128}}`), 0o644)
-	ck, err := loadPath(t, dir)
+	// An MXFP8 label (by the format; 8-bit float arguments of 32 say FP8 or
+	// MXFP8) over FP8 bytes with per-channel F32 scales is a finding: a
+	// runtime would read those scales as E8M0 exponents.
+	ck, err := loadPath(t, ctRepo(t, `{"quant_method":"compressed-tensors","format":"mxfp8-quantized","config_groups":{
+			"group_0":{"targets":["Linear"],"weights":{"num_bits":8,"type":"float","symmetric":true,"strategy":"group","group_size":32}}}}`, fp8CT(q)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := differing(t, ck); len(got) != 0 {
-		t.Errorf("ModelOpt W4A8_AWQ: findings on %q", got)
+	if got := differing(t, ck); !slices.Equal(got, []string{q}) {
+		t.Errorf("FP8 bytes under an MXFP8 label: findings on %q", got)
+	}
+	ck.Close()
+}
+
+// ModelOpt's INT4 AWQ exports (W4A16_AWQ, W4A8_AWQ, or a MIXED_PRECISION
+// layer's) are int4 modules: U8 weights of two codes a byte, F16 group
+// scales. They were read as NVFP4 with wrong-dtype scales (W4A8) or as
+// dense U8 (W4A16), each an error on a valid checkpoint. They are counted
+// and checked, and decoding says there is no decoder.
+func TestModelOptINT4AWQ(t *testing.T) {
+	const up = "model.layers.0.mlp.up_proj"
+	write := func(hfQuant string, withS2 bool, scaleCols uint64) string {
+		dir := filepath.Join(t.TempDir(), "awq")
+		os.MkdirAll(dir, 0o755)
+		ts := []safetensors.WriteTensor{
+			{Name: up + ".weight", DType: safetensors.U8, Shape: []uint64{16, 128}, Data: make([]byte, 16*128)},
+			{Name: up + ".weight_scale", DType: safetensors.F16, Shape: []uint64{16, scaleCols}, Data: make([]byte, 2*16*scaleCols)},
+			{Name: up + ".pre_quant_scale", DType: safetensors.F16, Shape: []uint64{256}, Data: make([]byte, 2*256)},
+		}
+		if withS2 {
+			ts = append(ts, safetensors.WriteTensor{Name: up + ".weight_scale_2", DType: safetensors.F32, Shape: []uint64{}, Data: make([]byte, 4)})
+		}
+		b, err := safetensors.Encode(ts, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "model.safetensors"), b, 0o644)
+		os.WriteFile(filepath.Join(dir, "hf_quant_config.json"), []byte(hfQuant), 0o644)
+		return dir
+	}
+	for _, c := range []struct {
+		name, hfQuant string
+		withS2        bool
+	}{
+		{"W4A16_AWQ", `{"quantization":{"quant_algo":"W4A16_AWQ","group_size":128}}`, false},
+		{"W4A8_AWQ", `{"quantization":{"quant_algo":"W4A8_AWQ","group_size":128}}`, true},
+		{"a MIXED_PRECISION layer", `{"quantization":{"quant_algo":"MIXED_PRECISION","quantized_layers":{"` + up + `":{"quant_algo":"W4A16_AWQ","group_size":128}}}}`, false},
+	} {
+		ck, err := loadPath(t, write(c.hfQuant, c.withS2, 2))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		m, ok := ck.Module(up)
+		if !ok || m.Format != "int4" || m.Layout != scheme.LayoutModelOptAWQ || !m.Quantized || m.GroupSize != 128 ||
+			!slices.Equal(m.WeightShape, []uint64{16, 256}) || m.Parameters != 16*256 {
+			t.Fatalf("%s: module %+v", c.name, m)
+		}
+		if len(ck.Findings) != 0 {
+			t.Errorf("%s: findings on a valid export: %+v", c.name, ck.Findings)
+		}
+		if _, err := scheme.Dequantize(m, ck, 0, 1); err == nil || !strings.Contains(err.Error(), "no decoder") {
+			t.Errorf("%s: decoding: %v, want a clear 'no decoder' error", c.name, err)
+		}
+		ck.Close()
+	}
+	// Scales that do not fit the groups are an error.
+	ck, err := loadPath(t, write(`{"quantization":{"quant_algo":"W4A16_AWQ","group_size":128}}`, false, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasRule(ck.Findings, "scale-shape") {
+		t.Errorf("3 scales a row for 256 inputs in groups of 128: findings %+v", ck.Findings)
 	}
 	ck.Close()
 }

@@ -95,6 +95,20 @@ func (s *Scheme) ExcludedBy(name string) string {
 	return ""
 }
 
+// modeloptInt says whether a ModelOpt config declares an integer algorithm
+// (INT4/W4A8 AWQ, SmoothQuant) for the named module: the whole
+// checkpoint's, or its MIXED_PRECISION layer's.
+func (s *Scheme) modeloptInt(name string) bool {
+	if s.Method != "modelopt" {
+		return false
+	}
+	if s.QuantAlgo == "MIXED_PRECISION" {
+		l, ok := s.QuantizedLayers[name]
+		return ok && modeloptFamily(l.QuantAlgo) == FamilyInt
+	}
+	return s.Family == FamilyInt
+}
+
 // DeclaredFamily is the quantization family the config files declare for a
 // module they call quantized (Declared): a MIXED_PRECISION layer's
 // quant_algo, the compressed-tensors config groups that target the module,

@@ -51,7 +51,8 @@ const (
 	LayoutFP8Channel  = "fp8-channel"
 	LayoutFP8Block    = "fp8-block"
 	LayoutFP8Group    = "fp8-group"
-	LayoutIntChannel  = "int-scaled" // I8 weight + weight_scale (int-quantized, naive-quantized)
+	LayoutIntChannel  = "int-scaled"   // I8 weight + weight_scale (int-quantized, naive-quantized)
+	LayoutModelOptAWQ = "modelopt-awq" // ModelOpt INT4 AWQ (W4A16/W4A8): weight U8, two codes a byte; weight_scale F16 [out, in/group]; not decoded
 	LayoutUnquantized = "dense"
 )
 
@@ -326,6 +327,11 @@ func isFP8(d safetensors.DType) bool {
 
 func isE8M0Carrier(d safetensors.DType) bool { return d == safetensors.U8 || d == safetensors.F8_E8M0 }
 
+// isWideFloat: a 16- or 32-bit float dtype (scales stored unquantized).
+func isWideFloat(d safetensors.DType) bool {
+	return d == safetensors.F16 || d == safetensors.BF16 || d == safetensors.F32
+}
+
 func classify(m *Module, s *Scheme, shapes ShapeValues) {
 	in := m.infos
 	for _, ri := range in {
@@ -480,6 +486,13 @@ func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
 	m.WeightShape = slices.Clone(w.Shape)
 	sc, inv := m.infos.get("weight_scale"), m.infos.get("weight_scale_inv")
 	switch {
+	case w.DType == safetensors.U8 && sc != nil && isWideFloat(sc.DType) && s.modeloptInt(m.Name):
+		m.Format, m.Layout, m.Bits, m.Quantized = "int4", LayoutModelOptAWQ, 4, true
+		m.WeightShape = withLast(w.Shape, func(n uint64) uint64 { return 2 * n })
+		m.GroupSize = s.GroupSize
+		if len(sc.Shape) == 2 && len(m.WeightShape) == 2 && sc.Shape[1] > 0 && m.WeightShape[1]%sc.Shape[1] == 0 {
+			m.GroupSize = int(m.WeightShape[1] / sc.Shape[1])
+		}
 	case w.DType == safetensors.U8 && sc != nil && (sc.DType == safetensors.F8_E4M3 || m.infos.get("weight_scale_2") != nil):
 		m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatNVFP4, LayoutModelOpt, 4, 16, true
 		m.WeightShape = withLast(w.Shape, func(n uint64) uint64 { return 2 * n })

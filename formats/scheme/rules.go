@@ -131,6 +131,12 @@ func checkModule(m *Module, s *Scheme) []Finding {
 		} else if m.GroupSize > 0 && scs.Shape[0] != (cols+uint64(m.GroupSize)-1)/uint64(m.GroupSize) {
 			add("scale-shape", SeverityError, "scales", "group_size %d over %d inputs wants %d groups, scales hold %d", m.GroupSize, cols, (cols+uint64(m.GroupSize)-1)/uint64(m.GroupSize), scs.Shape[0])
 		}
+	case m.Layout == LayoutModelOptAWQ:
+		if g := uint64(m.GroupSize); g > 0 {
+			if want := []uint64{rows, ceilDiv(cols, g)}; !slices.Equal(sc.Shape, want) {
+				add("scale-shape", SeverityError, "weight_scale", "INT4 AWQ weight %v in groups of %d wants weight_scale %v, found %v", m.WeightShape, g, want, sc.Shape)
+			}
+		}
 	case m.Format == "u8" && s.Family == FamilyNVFP4:
 		add("scale-missing", SeverityWarning, "weight", "U8 weight in an NVFP4 checkpoint has no block scales")
 	}

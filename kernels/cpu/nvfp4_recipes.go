@@ -206,9 +206,10 @@ func (b *Backend) blockHessians(ctx context.Context, x kernels.Matrix, in int) (
 
 // lossesFit refuses moments under which a candidate's loss dwᵀ H dw could
 // leave float32's range: every candidate would tie at Inf (or lose to NaN)
-// and the sweep would keep a code by accident. |w| ≤ amax, and |q(w)| ≤ 6·d
-// with d at most 448 · amax / 2688 = amax / 6, so |dw| ≤ 2·amax and 256
-// terms of at most max|H| · (2·amax)² bound the loss.
+// and the sweep would keep a code by accident. q(w) has w's sign, so |dw| ≤
+// max(|w|, |q(w)|), and |q(w)| ≤ 6·d with d at most 448 · amax / 2688 =
+// amax / 6 (up to float32 rounding): |dw| is about amax at most, and 256
+// terms of max|H| · (2·amax)² bound the loss with room for the rounding.
 func lossesFit(hs []hessian16, amax float32) error {
 	var hmax float32
 	for n := range hs {

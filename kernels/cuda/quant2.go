@@ -34,11 +34,12 @@ func momentsMayOverflow(amax float32, tokens int) bool {
 
 // lossesMayOverflow: local_hessian's weighted block errors, for moments of
 // values up to xamax (each at most xamax²) and a weight up to wamax, might
-// leave float32's range (the CPU's lossesFit bound); such input runs on the
-// CPU, which refuses it by its own bound.
+// leave float32's range (the CPU's lossesFit bound, with a factor of two
+// to spare for the CPU's float32 moments rounding above xamax²); such input
+// runs on the CPU, which refuses it by its own bound.
 func lossesMayOverflow(xamax, wamax float32) bool {
 	x, w := float64(xamax), 2*float64(wamax)
-	return 256*x*x*w*w > math.MaxFloat32/2
+	return 256*x*x*w*w > math.MaxFloat32/4
 }
 
 // QuantizeFP8 runs FP8 quantization on the GPU (ptx/fp8_quant.cu): e4m3 or
