@@ -203,9 +203,10 @@ func nvfp4CT(name string) []safetensors.WriteTensor {
 	}
 }
 
-// Configs that runtimes read as the bytes are stored get no finding, where
-// the rule is not sure which format a config means: overlapping groups
-// (runtimes pick by their own precedence), MXFP8 named by a top-level
+// Configs that runtimes read as the bytes are stored get no finding:
+// overlapping groups, where the one naming a module holds it over the one
+// targeting its class; and, where the rule is not sure which format a
+// config means, nothing: MXFP8 named by a top-level
 // format and 8-bit float arguments, naive-quantized FP8, and MXFP8 bytes in
 // a float-quantized group. (ModelOpt's INT4 AWQ: TestModelOptINT4AWQ.)
 func TestDeclaredFormatNoFalseFindings(t *testing.T) {
@@ -246,10 +247,22 @@ func TestDeclaredFormatNoFalseFindings(t *testing.T) {
 		}
 		ck.Close()
 	}
+	// Under the same overlapping groups, NVFP4 bytes in q_proj break the
+	// FP8 group that names it.
+	ck, err := loadPath(t, ctRepo(t, `{"quant_method":"compressed-tensors","format":"mixed-precision","config_groups":{
+			"group_0":{"targets":["Linear"],"format":"nvfp4-pack-quantized","weights":`+nvfp4Args+`},
+			"group_1":{"targets":["re:.*self_attn.*"],"format":"float-quantized","weights":`+fp8Args+`}}}`, append(nvfp4CT(q), nvfp4CT(up)...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := differing(t, ck); !slices.Equal(got, []string{q}) {
+		t.Errorf("NVFP4 bytes under the FP8 group that names them: findings on %q", got)
+	}
+	ck.Close()
 	// An MXFP8 label (by the format; 8-bit float arguments of 32 say FP8 or
 	// MXFP8) over FP8 bytes with per-channel F32 scales is a finding: a
 	// runtime would read those scales as E8M0 exponents.
-	ck, err := loadPath(t, ctRepo(t, `{"quant_method":"compressed-tensors","format":"mxfp8-quantized","config_groups":{
+	ck, err = loadPath(t, ctRepo(t, `{"quant_method":"compressed-tensors","format":"mxfp8-quantized","config_groups":{
 			"group_0":{"targets":["Linear"],"weights":{"num_bits":8,"type":"float","symmetric":true,"strategy":"group","group_size":32}}}}`, fp8CT(q)))
 	if err != nil {
 		t.Fatal(err)

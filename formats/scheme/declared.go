@@ -7,14 +7,22 @@ const ctPerWord = packing.CTPerWord
 func ctLayoutOf(s *Scheme) packing.CTLayout { return packing.CTLayoutForVersion(s.Version) }
 
 // groupFor is the compressed-tensors config group that targets a module.
+// A group that names the module (its name, a dotted suffix of it, or a
+// "re:" pattern) comes before one that targets its class (Linear), as
+// compressed-tensors applies a config and vLLM loads one: a mixed-precision
+// recipe's "re:.*down_proj" group at 8 bits holds down_proj even when a
+// "Linear" group at 4 bits sorts first. Among groups of one kind, the first
+// by name.
 func (s *Scheme) groupFor(name string) *ConfigGroup {
 	c := s.compiled()
 	if c.ignoreL.first(name, false) >= 0 {
 		return nil
 	}
-	for i, g := range c.groupL {
-		if g.first(name, true) >= 0 {
-			return &s.Groups[i]
+	for _, byClass := range []bool{false, true} {
+		for i, g := range c.groupL {
+			if g.first(name, byClass) >= 0 {
+				return &s.Groups[i]
+			}
 		}
 	}
 	return nil
@@ -125,19 +133,9 @@ func (s *Scheme) DeclaredFamily(m *Module) string {
 			fam = modeloptFamily(l.QuantAlgo)
 		}
 	case "compressed-tensors":
-		// Runtimes choose among overlapping groups by their own precedence
-		// (a name over a class); only groups that agree declare anything.
 		fam = ""
-		c, linear := s.compiled(), isLinearLike(m)
-		for i, g := range c.groupL {
-			if g.first(m.Name, linear) < 0 {
-				continue
-			}
-			gf := s.groupFamily(&s.Groups[i])
-			if gf == "" || (fam != "" && gf != fam) {
-				return ""
-			}
-			fam = gf
+		if g := s.groupFor(m.Name); g != nil {
+			fam = s.groupFamily(g)
 		}
 	}
 	return definite(fam)
