@@ -1,7 +1,9 @@
 package checkpoint
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,19 +276,52 @@ func TestDeclaredFormatNoFalseFindings(t *testing.T) {
 }
 
 // ModelOpt's INT4 AWQ exports (W4A16_AWQ, W4A8_AWQ, or a MIXED_PRECISION
-// layer's) are int4 modules: U8 weights of two codes a byte, F16 group
-// scales. They were read as NVFP4 with wrong-dtype scales (W4A8) or as
-// dense U8 (W4A16), each an error on a valid checkpoint. They are counted
-// and checked, and decoding says there is no decoder.
+// layer's) are int4 modules: U8 [out/2, in] holding pairs of rows, float
+// group scales [out, in/group]. They were read as NVFP4 with wrong-dtype
+// scales (W4A8) or as dense U8 (W4A16), each an error on a valid
+// checkpoint. Here a weight is quantized and packed as the producer's export
+// does (modelopt/torch/export/quant_utils.py: scale = block amax / 7 in
+// float32, code = clamp(round-half-even(w / scale), −8, 7),
+// pack_int4_in_uint8), and decoding gives code · scale bit for bit.
 func TestModelOptINT4AWQ(t *testing.T) {
 	const up = "model.layers.0.mlp.up_proj"
-	write := func(hfQuant string, withS2 bool, scaleCols uint64) string {
+	const rows, cols, group = 32, 256, 128
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(math.Sin(0.71*float64(i+1))) * float32(1+i%5)
+	}
+	codes := make([]int8, rows*cols)
+	scales := make([]float32, rows*cols/group)
+	for r := range rows {
+		for g := range cols / group {
+			var amax float32
+			for c := g * group; c < (g+1)*group; c++ {
+				amax = max(amax, float32(math.Abs(float64(w[r*cols+c]))))
+			}
+			s := amax / 7
+			scales[r*(cols/group)+g] = s
+			for c := g * group; c < (g+1)*group; c++ {
+				codes[r*cols+c] = int8(max(-8, min(7, math.RoundToEven(float64(w[r*cols+c]/s)))))
+			}
+		}
+	}
+	packed := make([]byte, rows/2*cols)
+	for c := range cols {
+		for k := range rows / 2 {
+			packed[k*cols+c] = byte(codes[2*k*cols+c])&0x0F | (byte(codes[(2*k+1)*cols+c])&0x0F)<<4
+		}
+	}
+	scaleBytes := make([]byte, 4*len(scales))
+	for i, s := range scales {
+		binary.LittleEndian.PutUint32(scaleBytes[4*i:], math.Float32bits(s))
+	}
+	write := func(hfQuant string, withS2 bool, sc []byte, scShape []uint64) string {
 		dir := filepath.Join(t.TempDir(), "awq")
 		os.MkdirAll(dir, 0o755)
 		ts := []safetensors.WriteTensor{
-			{Name: up + ".weight", DType: safetensors.U8, Shape: []uint64{16, 128}, Data: make([]byte, 16*128)},
-			{Name: up + ".weight_scale", DType: safetensors.F16, Shape: []uint64{16, scaleCols}, Data: make([]byte, 2*16*scaleCols)},
-			{Name: up + ".pre_quant_scale", DType: safetensors.F16, Shape: []uint64{256}, Data: make([]byte, 2*256)},
+			{Name: up + ".weight", DType: safetensors.U8, Shape: []uint64{rows / 2, cols}, Data: packed},
+			{Name: up + ".weight_scale", DType: safetensors.F32, Shape: scShape, Data: sc},
+			{Name: up + ".pre_quant_scale", DType: safetensors.F16, Shape: []uint64{cols}, Data: make([]byte, 2*cols)},
 		}
 		if withS2 {
 			ts = append(ts, safetensors.WriteTensor{Name: up + ".weight_scale_2", DType: safetensors.F32, Shape: []uint64{}, Data: make([]byte, 4)})
@@ -307,25 +342,34 @@ func TestModelOptINT4AWQ(t *testing.T) {
 		{"W4A8_AWQ", `{"quantization":{"quant_algo":"W4A8_AWQ","group_size":128}}`, true},
 		{"a MIXED_PRECISION layer", `{"quantization":{"quant_algo":"MIXED_PRECISION","quantized_layers":{"` + up + `":{"quant_algo":"W4A16_AWQ","group_size":128}}}}`, false},
 	} {
-		ck, err := loadPath(t, write(c.hfQuant, c.withS2, 2))
+		ck, err := loadPath(t, write(c.hfQuant, c.withS2, scaleBytes, []uint64{rows, cols / group}))
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		m, ok := ck.Module(up)
-		if !ok || m.Format != "int4" || m.Layout != scheme.LayoutModelOptAWQ || !m.Quantized || m.GroupSize != 128 ||
-			!slices.Equal(m.WeightShape, []uint64{16, 256}) || m.Parameters != 16*256 {
+		if !ok || m.Format != "int4" || m.Layout != scheme.LayoutModelOptAWQ || !m.Quantized || m.GroupSize != group ||
+			!slices.Equal(m.WeightShape, []uint64{rows, cols}) || m.Parameters != rows*cols {
 			t.Fatalf("%s: module %+v", c.name, m)
 		}
 		if len(ck.Findings) != 0 {
 			t.Errorf("%s: findings on a valid export: %+v", c.name, ck.Findings)
 		}
-		if _, err := scheme.Dequantize(m, ck, 0, 1); err == nil || !strings.Contains(err.Error(), "no decoder") {
-			t.Errorf("%s: decoding: %v, want a clear 'no decoder' error", c.name, err)
+		for _, span := range [][2]int{{0, rows}, {3, 8}, {31, 32}} {
+			v, err := scheme.Dequantize(m, ck, span[0], span[1])
+			if err != nil {
+				t.Fatalf("%s: rows %v: %v", c.name, span, err)
+			}
+			for i, x := range v {
+				k := span[0]*cols + i
+				if want := float32(codes[k]) * scales[k/cols*(cols/group)+k%cols/group]; math.Float32bits(x) != math.Float32bits(want) {
+					t.Fatalf("%s: rows %v: value [%d, %d] is %g, want %g", c.name, span, k/cols, k%cols, x, want)
+				}
+			}
 		}
 		ck.Close()
 	}
 	// Scales that do not fit the groups are an error.
-	ck, err := loadPath(t, write(`{"quantization":{"quant_algo":"W4A16_AWQ","group_size":128}}`, false, 3))
+	ck, err := loadPath(t, write(`{"quantization":{"quant_algo":"W4A16_AWQ","group_size":128}}`, false, make([]byte, 4*rows*3), []uint64{rows, 3}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -264,6 +265,7 @@ func FuzzUnpack(f *testing.F) {
 		_ = UnpackGPTQWeight(u, data, r, c, b)
 		_ = UnpackRowBits(u, data, r, c, b)
 		_ = UnpackAWQ(u, data, r, c)
+		_ = UnpackModelOptInt4(codes, data, r, c)
 		dst := make([]float32, 2*len(data))
 		_ = DecodeMXFP4(dst, data, data[:len(data)/16])
 	})
@@ -367,5 +369,46 @@ func TestGPTQColumnsEmptyWindow(t *testing.T) {
 	}
 	if n := b.TotalAlloc - a.TotalAlloc; n > 1<<16 {
 		t.Fatalf("an empty window allocated %d bytes", n)
+	}
+}
+
+// ModelOpt's pack_int4_in_uint8, transcribed plainly: the int8 codes
+// transposed to [in, out], reshaped to [in, out/2, 2], byte = (pair[0] &
+// 0x0F) | (pair[1] & 0x0F) << 4, transposed back to [out/2, in].
+func modeloptPack(codes []int8, rows, cols int) []byte {
+	out := make([]byte, rows/2*cols)
+	for c := range cols {
+		for k := range rows / 2 {
+			v0 := byte(codes[(2*k)*cols+c]) & 0x0F
+			v1 := byte(codes[(2*k+1)*cols+c]) & 0x0F
+			out[k*cols+c] = v0 | v1<<4
+		}
+	}
+	return out
+}
+
+func TestUnpackModelOptInt4(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, shape := range [][2]int{{2, 1}, {4, 3}, {16, 40}, {0, 5}, {6, 0}} {
+		rows, cols := shape[0], shape[1]
+		codes := make([]int8, rows*cols)
+		for i := range codes {
+			codes[i] = int8(r.IntN(16) - 8)
+		}
+		got := make([]int8, rows*cols)
+		if err := UnpackModelOptInt4(got, modeloptPack(codes, rows, cols), rows, cols); err != nil {
+			t.Fatalf("%v: %v", shape, err)
+		}
+		if !bytes.Equal(int8Bytes(got), int8Bytes(codes)) {
+			t.Fatalf("%v: codes %v, packed from %v", shape, got, codes)
+		}
+	}
+	for _, c := range []struct {
+		rows, cols, n int
+		want          string
+	}{{3, 4, 8, "not an even number"}, {4, 4, 7, "have 7 bytes, the layout needs 8"}, {-2, 4, 0, "too large"}} {
+		if err := UnpackModelOptInt4(make([]int8, 64), make([]byte, c.n), c.rows, c.cols); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%d×%d from %d bytes: %v, want %q", c.rows, c.cols, c.n, err, c.want)
+		}
 	}
 }

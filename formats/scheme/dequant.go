@@ -139,6 +139,8 @@ func (d *dq) rowsOf() ([]float32, error) {
 		return d.scaled()
 	case m.Layout == LayoutCTPack:
 		return d.ctPack()
+	case m.Layout == LayoutModelOptAWQ:
+		return d.modeloptAWQ()
 	}
 	return nil, &DequantError{Module: m.Name, Rule: "format", Msg: fmt.Sprintf("no decoder for format %s layout %s", m.Format, m.Layout)}
 }
@@ -586,6 +588,46 @@ func (d *dq) ctPack() ([]float32, error) {
 				q -= float32(zeros[r*int(groups)+g])
 			}
 			out[k*d.cols+c] = q * scales[k*int(groups)+g]
+		}
+	}
+	return out, nil
+}
+
+// modeloptAWQ decodes ModelOpt's INT4 AWQ export: w = code · weight_scale
+// of the row's group, in float32 (the per-block amax / 7 the export
+// divides by). W4A8's weight_scale_2 belongs to the FP8 stage the runtime
+// adds after this and is not applied. The bytes hold pairs of rows: the
+// pairs covering [lo, hi) are read.
+func (d *dq) modeloptAWQ() ([]float32, error) {
+	w, err := d.weightInfo()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := d.need("weight_scale")
+	if err != nil {
+		return nil, err
+	}
+	if d.rows%2 != 0 {
+		return nil, d.fail(w, "shape", fmt.Sprintf("%d rows are not an even number: the codes are packed in pairs of rows", d.rows))
+	}
+	p0, p1 := d.lo/2, (d.hi+1)/2
+	b, err := d.rowBytes(w, d.cols, p0, p1)
+	if err != nil {
+		return nil, err
+	}
+	codes := make([]int8, 2*(p1-p0)*d.cols)
+	if err := packing.UnpackModelOptInt4(codes, b, 2*(p1-p0), d.cols); err != nil {
+		return nil, d.fail(w, "packed-size", err.Error())
+	}
+	g, err := d.scaleGrid(sc, d.m.GroupSize, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, (d.hi-d.lo)*d.cols)
+	for r := d.lo; r < d.hi; r++ {
+		row := codes[(r-2*p0)*d.cols : (r-2*p0+1)*d.cols]
+		for c, q := range row {
+			out[(r-d.lo)*d.cols+c] = float32(q) * g.at(r, c)
 		}
 	}
 	return out, nil

@@ -52,7 +52,7 @@ const (
 	LayoutFP8Block    = "fp8-block"
 	LayoutFP8Group    = "fp8-group"
 	LayoutIntChannel  = "int-scaled"   // I8 weight + weight_scale (int-quantized, naive-quantized)
-	LayoutModelOptAWQ = "modelopt-awq" // ModelOpt INT4 AWQ (W4A16/W4A8): weight U8, two codes a byte; weight_scale F16 [out, in/group]; not decoded
+	LayoutModelOptAWQ = "modelopt-awq" // ModelOpt INT4 AWQ (W4A16/W4A8): weight U8 [out/2, in], two rows' codes a byte; weight_scale [out, in/group]
 	LayoutUnquantized = "dense"
 )
 
@@ -488,7 +488,9 @@ func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
 	switch {
 	case w.DType == safetensors.U8 && sc != nil && isWideFloat(sc.DType) && s.modeloptInt(m.Name):
 		m.Format, m.Layout, m.Bits, m.Quantized = "int4", LayoutModelOptAWQ, 4, true
-		m.WeightShape = withLast(w.Shape, func(n uint64) uint64 { return 2 * n })
+		if n := len(m.WeightShape); n >= 2 { // pairs of output rows a byte
+			m.WeightShape[n-2] *= 2
+		}
 		m.GroupSize = s.GroupSize
 		if len(sc.Shape) == 2 && len(m.WeightShape) == 2 && sc.Shape[1] > 0 && m.WeightShape[1]%sc.Shape[1] == 0 {
 			m.GroupSize = int(m.WeightShape[1] / sc.Shape[1])
