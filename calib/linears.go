@@ -72,7 +72,8 @@ func stack(xs []kernels.Matrix) kernels.Matrix {
 	return s
 }
 
-// weight reads a module's weight as float32 [out, in] (dequantized).
+// weight reads a module's weight as float32 [out, in] (dequantized, the
+// way the layer applies it to its input).
 func weight(m *model.Model, name string) (kernels.Matrix, error) {
 	mod, ok := m.Checkpoint().Module(name)
 	if !ok {
@@ -81,6 +82,10 @@ func weight(m *model.Model, name string) (kernels.Matrix, error) {
 	rows, cols := mod.Matrix2D()
 	v, err := scheme.Dequantize(mod, m.Checkpoint(), 0, int(rows))
 	if err != nil {
+		return kernels.Matrix{}, err
+	}
+	// the weight the raw input meets (an AWQ pre_quant_scale folded in)
+	if err := scheme.FoldPreQuantScale(mod, m.Checkpoint(), v); err != nil {
 		return kernels.Matrix{}, err
 	}
 	return kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: v}, nil

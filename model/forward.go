@@ -400,6 +400,10 @@ func (m *Model) readLinear(name string, w4a bool) (layerWeight, error) {
 	if err != nil {
 		return layerWeight{}, err
 	}
+	// An AWQ pre_quant_scale multiplies the input: folded into the weight.
+	if err := scheme.FoldPreQuantScale(mod, m.c, w); err != nil {
+		return layerWeight{}, err
+	}
 	return layerWeight{dense: kernels.Matrix{Rows: int(rows), Cols: int(cols), Data: w}, bias: bias}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/synth"
@@ -315,13 +316,19 @@ func TestModelOptINT4AWQ(t *testing.T) {
 	for i, s := range scales {
 		binary.LittleEndian.PutUint32(scaleBytes[4*i:], math.Float32bits(s))
 	}
+	pqs := make([]float32, cols) // the input's factors, exact in F16
+	pqsBytes := make([]byte, 2*cols)
+	for c := range pqs {
+		pqs[c] = 0.25 * float32(1+c%7)
+		binary.LittleEndian.PutUint16(pqsBytes[2*c:], numeric.Float32ToF16(pqs[c]))
+	}
 	write := func(hfQuant string, withS2 bool, sc []byte, scShape []uint64) string {
 		dir := filepath.Join(t.TempDir(), "awq")
 		os.MkdirAll(dir, 0o755)
 		ts := []safetensors.WriteTensor{
 			{Name: up + ".weight", DType: safetensors.U8, Shape: []uint64{rows / 2, cols}, Data: packed},
 			{Name: up + ".weight_scale", DType: safetensors.F32, Shape: scShape, Data: sc},
-			{Name: up + ".pre_quant_scale", DType: safetensors.F16, Shape: []uint64{cols}, Data: make([]byte, 2*cols)},
+			{Name: up + ".pre_quant_scale", DType: safetensors.F16, Shape: []uint64{cols}, Data: pqsBytes},
 		}
 		if withS2 {
 			ts = append(ts, safetensors.WriteTensor{Name: up + ".weight_scale_2", DType: safetensors.F32, Shape: []uint64{}, Data: make([]byte, 4)})
@@ -354,6 +361,22 @@ func TestModelOptINT4AWQ(t *testing.T) {
 		if len(ck.Findings) != 0 {
 			t.Errorf("%s: findings on a valid export: %+v", c.name, ck.Findings)
 		}
+		if other, _ := ck.Module(up + ".pre_quant_scale"); other != m || m.Tensors()["pre_quant_scale"] != up+".pre_quant_scale" || len(ck.Modules) != 1 {
+			t.Errorf("%s: pre_quant_scale is not the module's: %v", c.name, m.Tensors())
+		}
+		all, err := scheme.Dequantize(m, ck, 0, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The weight the raw input meets: stored · pre_quant_scale, column by column.
+		if err := scheme.FoldPreQuantScale(m, ck, all); err != nil {
+			t.Fatal(err)
+		}
+		for k, x := range all {
+			if want := float32(codes[k]) * scales[k/cols*(cols/group)+k%cols/group] * pqs[k%cols]; math.Float32bits(x) != math.Float32bits(want) {
+				t.Fatalf("%s: folded value [%d, %d] is %g, want %g", c.name, k/cols, k%cols, x, want)
+			}
+		}
 		for _, span := range [][2]int{{0, rows}, {3, 8}, {31, 32}} {
 			v, err := scheme.Dequantize(m, ck, span[0], span[1])
 			if err != nil {
@@ -368,13 +391,63 @@ func TestModelOptINT4AWQ(t *testing.T) {
 		}
 		ck.Close()
 	}
-	// Scales that do not fit the groups are an error.
-	ck, err := loadPath(t, write(`{"quantization":{"quant_algo":"W4A16_AWQ","group_size":128}}`, false, make([]byte, 4*rows*3), []uint64{rows, 3}))
+	// Scales that do not fit the groups are an error; so are scales for
+	// pairs of rows (the grid would stretch them), when decoding too.
+	for _, shape := range [][]uint64{{rows, 3}, {rows / 2, 2}} {
+		n := shape[0] * shape[1]
+		ck, err := loadPath(t, write(`{"quantization":{"quant_algo":"W4A16_AWQ","group_size":128}}`, false, make([]byte, 4*n), shape))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasRule(ck.Findings, "scale-shape") {
+			t.Errorf("scales %v: findings %+v", shape, ck.Findings)
+		}
+		if m, _ := ck.Module(up); shape[0] == rows/2 {
+			if _, err := scheme.Dequantize(m, ck, 0, 2); err == nil || !strings.Contains(err.Error(), "scale-shape") {
+				t.Errorf("scales %v: decoding: %v", shape, err)
+			}
+		}
+		ck.Close()
+	}
+	// A zero factor is refused by name.
+	bad := slices.Clone(pqsBytes)
+	bad[6], bad[7] = 0, 0
+	pqsBytes, bad = bad, pqsBytes
+	ck, err := loadPath(t, write(`{"quantization":{"quant_algo":"W4A16_AWQ","group_size":128}}`, false, scaleBytes, []uint64{rows, cols / group}))
+	pqsBytes = bad
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasRule(ck.Findings, "scale-shape") {
-		t.Errorf("3 scales a row for 256 inputs in groups of 128: findings %+v", ck.Findings)
+	m, _ := ck.Module(up)
+	if err := scheme.FoldPreQuantScale(m, ck, make([]float32, rows*cols)); err == nil || !strings.Contains(err.Error(), "pre_quant_scale[3] is 0") {
+		t.Errorf("a zero pre_quant_scale: %v", err)
+	}
+	ck.Close()
+	// ModelOpt's MoE experts: [E, out/2, in] codes, [E, out, in/group] scales.
+	moe := filepath.Join(t.TempDir(), "moe")
+	os.MkdirAll(moe, 0o755)
+	b, _ := safetensors.Encode([]safetensors.WriteTensor{
+		{Name: "model.layers.0.mlp.experts.w1.weight", DType: safetensors.U8, Shape: []uint64{2, rows / 4, cols}, Data: packed},
+		{Name: "model.layers.0.mlp.experts.w1.weight_scale", DType: safetensors.F32, Shape: []uint64{2, rows / 2, cols / group}, Data: scaleBytes},
+	}, nil)
+	os.WriteFile(filepath.Join(moe, "model.safetensors"), b, 0o644)
+	os.WriteFile(filepath.Join(moe, "hf_quant_config.json"), []byte(`{"quantization":{"quant_algo":"W4A16_AWQ","group_size":128}}`), 0o644)
+	ck, err = loadPath(t, moe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ = ck.Module("model.layers.0.mlp.experts.w1")
+	if m == nil || m.Layout != scheme.LayoutModelOptAWQ || !slices.Equal(m.WeightShape, []uint64{2, rows / 2, cols}) || m.GroupSize != group || len(ck.Findings) != 0 {
+		t.Fatalf("MoE experts: %+v, findings %+v", m, ck.Findings)
+	}
+	v, err := scheme.Dequantize(m, ck, 0, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, x := range v { // the same bytes: each expert's rows pair up as the 2D weight's did
+		if want := float32(codes[k]) * scales[k/cols*(cols/group)+k%cols/group]; math.Float32bits(x) != math.Float32bits(want) {
+			t.Fatalf("MoE value %d is %g, want %g", k, x, want)
+		}
 	}
 	ck.Close()
 }

@@ -596,8 +596,10 @@ func (d *dq) ctPack() ([]float32, error) {
 // modeloptAWQ decodes ModelOpt's INT4 AWQ export: w = code · weight_scale
 // of the row's group, in float32 (the per-block amax / 7 the export
 // divides by). W4A8's weight_scale_2 belongs to the FP8 stage the runtime
-// adds after this and is not applied. The bytes hold pairs of rows: the
-// pairs covering [lo, hi) are read.
+// adds after this and is not applied. These are the stored values: AWQ
+// stored the weight divided by pre_quant_scale, column by column, and the
+// layer multiplies its input by it (PreQuantScale). The bytes hold pairs
+// of rows: the pairs covering [lo, hi) are read.
 func (d *dq) modeloptAWQ() ([]float32, error) {
 	w, err := d.weightInfo()
 	if err != nil {
@@ -623,6 +625,9 @@ func (d *dq) modeloptAWQ() ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.rowDiv != 1 {
+		return nil, d.fail(sc, "scale-shape", fmt.Sprintf("scale shape %v does not give each of the %d rows its own group scales", sc.Shape, d.rows))
+	}
 	out := make([]float32, (d.hi-d.lo)*d.cols)
 	for r := d.lo; r < d.hi; r++ {
 		row := codes[(r-2*p0)*d.cols : (r-2*p0+1)*d.cols]
@@ -631,4 +636,52 @@ func (d *dq) modeloptAWQ() ([]float32, error) {
 		}
 	}
 	return out, nil
+}
+
+// PreQuantScale is a module's pre_quant_scale (ModelOpt AWQ, NVFP4_AWQ):
+// one factor an input column that the layer multiplies its input by, the
+// stored weight having been divided by it. ok is false when the module has
+// none (ModelOpt folds it into the preceding norm where it can).
+func PreQuantScale(m *Module, r TensorReader) (s []float32, ok bool, err error) {
+	t, has := m.infos.lookup("pre_quant_scale")
+	if !has {
+		return nil, false, nil
+	}
+	d := &dq{m: m, r: r}
+	_, cols := m.Matrix2D()
+	if t.elements() != cols {
+		return nil, true, d.fail(t, "scale-shape", fmt.Sprintf("pre_quant_scale %v does not hold one factor for each of the %d input columns", t.Shape, cols))
+	}
+	b, err := d.all(t)
+	if err != nil {
+		return nil, true, err
+	}
+	if s, err = d.floats(t, b); err != nil {
+		return nil, true, err
+	}
+	for i, v := range s {
+		if !(v > 0 && v <= math.MaxFloat32) {
+			return nil, true, d.fail(t, "scale-value", fmt.Sprintf("pre_quant_scale[%d] is %g: want a positive finite factor", i, v))
+		}
+	}
+	return s, true, nil
+}
+
+// FoldPreQuantScale multiplies rows of w, a module's decoded weight (whole
+// rows of its logical [rows, cols]), by the module's pre_quant_scale
+// column by column when it has one: the weight the layer applies to its
+// raw input, x·diag(s)·Wᵀ = x·(W·diag(s))ᵀ. Without one w is left as is.
+func FoldPreQuantScale(m *Module, r TensorReader, w []float32) error {
+	s, ok, err := PreQuantScale(m, r)
+	if err != nil || !ok {
+		return err
+	}
+	cols := len(s)
+	if cols == 0 || len(w)%cols != 0 {
+		return &DequantError{Module: m.Name, Rule: "shape", Msg: fmt.Sprintf("%d values are not whole rows of %d", len(w), cols)}
+	}
+	for i := range w {
+		w[i] *= s[i%cols]
+	}
+	return nil
 }

@@ -180,7 +180,7 @@ var dottedRoles = []string{
 	"weight_packed", "weight_scale_inv", "weight_scale_2", "weight_scale", "weight_global_scale",
 	"weight_zero_point", "weight_shape", "weight_g_idx", "input_global_scale", "input_scale",
 	"input_zero_point", "output_scale", "qweight", "qzeros", "scales", "g_idx", "bias",
-	"k_scale", "v_scale", "weight",
+	"k_scale", "v_scale", "pre_quant_scale", "weight",
 }
 
 var metadataRoles = map[string]bool{
@@ -188,6 +188,7 @@ var metadataRoles = map[string]bool{
 	"weight_zero_point": true, "weight_shape": true, "weight_g_idx": true, "input_global_scale": true,
 	"input_scale": true, "input_zero_point": true, "output_scale": true, "qzeros": true, "scales": true,
 	"g_idx": true, "k_scale": true, "v_scale": true, "mx_scales": true,
+	"pre_quant_scale": true, // ModelOpt AWQ: the input's per-column scale (see PreQuantScale)
 }
 
 // SplitName splits a tensor name into its module and role. MXFP4's
@@ -488,12 +489,13 @@ func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
 	switch {
 	case w.DType == safetensors.U8 && sc != nil && isWideFloat(sc.DType) && s.modeloptInt(m.Name):
 		m.Format, m.Layout, m.Bits, m.Quantized = "int4", LayoutModelOptAWQ, 4, true
-		if n := len(m.WeightShape); n >= 2 { // pairs of output rows a byte
+		n := len(m.WeightShape)
+		if n >= 2 { // pairs of output rows a byte (of each expert's, for [E, out/2, in])
 			m.WeightShape[n-2] *= 2
 		}
 		m.GroupSize = s.GroupSize
-		if len(sc.Shape) == 2 && len(m.WeightShape) == 2 && sc.Shape[1] > 0 && m.WeightShape[1]%sc.Shape[1] == 0 {
-			m.GroupSize = int(m.WeightShape[1] / sc.Shape[1])
+		if k := len(sc.Shape); n >= 1 && k >= 1 && sc.Shape[k-1] > 0 && m.WeightShape[n-1]%sc.Shape[k-1] == 0 {
+			m.GroupSize = int(m.WeightShape[n-1] / sc.Shape[k-1])
 		}
 	case w.DType == safetensors.U8 && sc != nil && (sc.DType == safetensors.F8_E4M3 || m.infos.get("weight_scale_2") != nil):
 		m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatNVFP4, LayoutModelOpt, 4, 16, true

@@ -133,7 +133,7 @@ func checkModule(m *Module, s *Scheme) []Finding {
 		}
 	case m.Layout == LayoutModelOptAWQ:
 		if g := uint64(m.GroupSize); g > 0 {
-			if want := []uint64{rows, ceilDiv(cols, g)}; !slices.Equal(sc.Shape, want) {
+			if want := withLast(m.WeightShape, func(n uint64) uint64 { return ceilDiv(n, g) }); !slices.Equal(sc.Shape, want) {
 				add("scale-shape", SeverityError, "weight_scale", "INT4 AWQ weight %v in groups of %d wants weight_scale %v, found %v", m.WeightShape, g, want, sc.Shape)
 			}
 		}
