@@ -377,6 +377,23 @@ func TestModelOptINT4AWQ(t *testing.T) {
 				t.Fatalf("%s: folded value [%d, %d] is %g, want %g", c.name, k/cols, k%cols, x, want)
 			}
 		}
+		// The page's sample: the codes of rows 3..7 counted, their scales.
+		smp, err := scheme.SampleRows(m, ck, 3, 8, 0, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[int]int{}
+		for _, q := range codes[3*cols : 8*cols] {
+			counts[int(q)]++
+		}
+		for _, cc := range smp.Codes {
+			if smp.CodeKind != "int4" || cc.Count != counts[cc.Code] {
+				t.Fatalf("%s: sample codes %s %+v, want counts %v", c.name, smp.CodeKind, smp.Codes, counts)
+			}
+		}
+		if len(smp.Scales) != 5*cols/group || smp.Scales[0] != scales[3*cols/group] {
+			t.Errorf("%s: sample scales %v", c.name, smp.Scales)
+		}
 		for _, span := range [][2]int{{0, rows}, {3, 8}, {31, 32}} {
 			v, err := scheme.Dequantize(m, ck, span[0], span[1])
 			if err != nil {

@@ -58,6 +58,8 @@ func SampleRows(m *Module, r TensorReader, lo, hi, c0, c1 int) (*Sample, error) 
 		err = d.sampleFP8(s)
 	case m.Layout == LayoutCTPack:
 		err = d.sampleCTPack(s)
+	case m.Layout == LayoutModelOptAWQ:
+		err = d.sampleModelOptAWQ(s)
 	case m.Layout == LayoutGPTQ || m.Layout == LayoutGPTQv2 || m.Layout == LayoutAWQ:
 		err = d.sampleGPTQ(s)
 	}
@@ -221,6 +223,35 @@ func (d *dq) sampleCTPack(s *Sample) error {
 	countInts(s, d.m.Bits, true, func(i int) int { return int(codes[i]) }, len(codes))
 	if sc, ok := d.m.infos.lookup("weight_scale"); ok {
 		g, err := d.scaleGrid(sc, 0, nil)
+		if err != nil {
+			return err
+		}
+		s.Scales = g.vals
+	}
+	return nil
+}
+
+// sampleModelOptAWQ counts the signed 4-bit codes of the sampled rows
+// (read by the pairs of rows they are packed in) and gathers their group
+// scales.
+func (d *dq) sampleModelOptAWQ(s *Sample) error {
+	w, err := d.weightInfo()
+	if err != nil {
+		return err
+	}
+	p0, p1 := d.lo/2, (d.hi+1)/2
+	b, err := d.rowBytes(w, d.cols, p0, p1)
+	if err != nil {
+		return err
+	}
+	codes := make([]int8, 2*(p1-p0)*d.cols)
+	if err := packing.UnpackModelOptInt4(codes, b, 2*(p1-p0), d.cols); err != nil {
+		return d.fail(w, "packed-size", err.Error())
+	}
+	rows := codes[(d.lo-2*p0)*d.cols : (d.hi-2*p0)*d.cols]
+	countInts(s, 4, true, func(i int) int { return int(rows[i]) }, len(rows))
+	if sc, ok := d.m.infos.lookup("weight_scale"); ok {
+		g, err := d.scaleGrid(sc, d.m.GroupSize, nil)
 		if err != nil {
 			return err
 		}
