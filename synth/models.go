@@ -116,6 +116,17 @@ func ModelOptNVFP4() *Repo {
 	return b.finish(1)
 }
 
+// ModelOptAWQ is a ModelOpt INT4 AWQ export (W4A16_AWQ, group 128): U8
+// weights holding pairs of output rows, float32 group scales.
+func ModelOptAWQ() *Repo {
+	b := newBuilder(Org+"/Llama-tiny-W4A16-AWQ-modelopt", "ModelOpt INT4 AWQ export (W4A16_AWQ, hf_quant_config.json), Llama-shaped", 1)
+	b.llama(109, tinyLlama, func(name string, m Matrix) ([]st.WriteTensor, string) { return ModelOptAWQInt4(name, m, 128), "int4" }, nil)
+	q := map[string]any{"quant_algo": "W4A16_AWQ", "kv_cache_quant_algo": nil, "group_size": 128, "exclude_modules": []string{"lm_head"}}
+	b.json("hf_quant_config.json", map[string]any{"producer": map[string]any{"name": "modelopt", "version": "0.29.0"}, "quantization": q})
+	b.json("config.json", llamaConfig(tinyLlama, map[string]any{"quant_method": "modelopt", "quant_algo": "W4A16_AWQ", "group_size": 128, "exclude_modules": []string{"lm_head"}}))
+	return b.finish(1)
+}
+
 // CTNVFP4 is compressed-tensors nvfp4-pack-quantized.
 func CTNVFP4() *Repo {
 	b := newBuilder(Org+"/Llama-tiny-NVFP4-ct", "compressed-tensors nvfp4-pack-quantized, Llama-shaped", 1)
@@ -322,6 +333,6 @@ func Mislabeled() *Repo {
 
 // All returns every demo repo, in a stable order.
 func All() []*Repo {
-	return []*Repo{ModelOptNVFP4(), CTNVFP4(), CTW4A16(), CTW3A16Legacy(), CTFP8Dynamic(), GPTQInt4(), AWQInt4(), DeepSeekFP8(), GPTOSSMXFP4(), Mislabeled(),
+	return []*Repo{ModelOptNVFP4(), ModelOptAWQ(), CTNVFP4(), CTW4A16(), CTW3A16Legacy(), CTFP8Dynamic(), GPTQInt4(), AWQInt4(), DeepSeekFP8(), GPTOSSMXFP4(), Mislabeled(),
 		DeepSeekMiniFP8(), DeepSeekMiniNVFP4()}
 }

@@ -376,3 +376,39 @@ func MXFP4(name string, m Matrix) []st.WriteTensor {
 		{Name: name + "_scales", DType: st.U8, Shape: append(append([]uint64{}, lead...), cols/32), Data: scales},
 	}
 }
+
+// ModelOptAWQInt4 writes a ModelOpt INT4 AWQ linear as its export does
+// (modelopt/torch/export/quant_utils.py): per [row, group] block scale =
+// amax / 7 in float32 (weight_scale F32 [out, in/group]), code =
+// clamp(round-half-even(w / scale), −8, 7), packed in pairs of output rows
+// (weight U8 [out/2, in]). No pre_quant_scale: as if every one had been
+// folded into a norm. A zero block would have a zero scale, which the
+// producer refuses; the generated weights have none.
+func ModelOptAWQInt4(name string, m Matrix, group int) []st.WriteTensor {
+	rows, cols := rowsCols(m)
+	groups := (cols + group - 1) / group
+	codes := make([]int8, rows*cols)
+	scales := make([]float32, rows*groups)
+	for r := range rows {
+		for g := range groups {
+			lo, hi := g*group, min((g+1)*group, cols)
+			var amax float32
+			for _, x := range m.Data[r*cols+lo : r*cols+hi] {
+				amax = max(amax, float32(math.Abs(float64(x))))
+			}
+			s := amax / 7
+			scales[r*groups+g] = s
+			for c := lo; c < hi; c++ {
+				codes[r*cols+c] = int8(max(-8, min(7, math.RoundToEven(float64(m.Data[r*cols+c]/s)))))
+			}
+		}
+	}
+	packed, err := packing.PackModelOptInt4(codes, rows, cols)
+	if err != nil {
+		panic(err)
+	}
+	return []st.WriteTensor{
+		{Name: name + ".weight", DType: st.U8, Shape: []uint64{uint64(rows / 2), uint64(cols)}, Data: packed},
+		{Name: name + ".weight_scale", DType: st.F32, Shape: []uint64{uint64(rows), uint64(groups)}, Data: f32Bytes(scales...)},
+	}
+}

@@ -27,3 +27,27 @@ func UnpackModelOptInt4(dst []int8, packed []byte, rows, cols int) error {
 	}
 	return nil
 }
+
+// PackModelOptInt4 is UnpackModelOptInt4's inverse, as ModelOpt's export
+// packs (for the project's own writers): rows × cols codes in −8…7, rows
+// even, into U8 [rows/2, cols].
+func PackModelOptInt4(codes []int8, rows, cols int) ([]byte, error) {
+	if rows%2 != 0 {
+		return nil, &LayoutError{Layout: "modelopt-awq", Rule: "packed-size", Msg: fmt.Sprintf("%d rows are not an even number: the codes are packed in pairs of rows", rows)}
+	}
+	n, ok := mulInt(rows, cols)
+	if !ok || len(codes) != n {
+		return nil, fmt.Errorf("packing modelopt-awq: %d codes for [%d, %d]", len(codes), rows, cols)
+	}
+	out := make([]byte, n/2)
+	for k := range rows / 2 {
+		for c := range cols {
+			lo, hi := codes[2*k*cols+c], codes[(2*k+1)*cols+c]
+			if lo < -8 || lo > 7 || hi < -8 || hi > 7 {
+				return nil, fmt.Errorf("packing modelopt-awq: code %d or %d outside −8…7", lo, hi)
+			}
+			out[k*cols+c] = byte(lo)&0x0F | (byte(hi)&0x0F)<<4
+		}
+	}
+	return out, nil
+}

@@ -399,6 +399,9 @@ func TestUnpackModelOptInt4(t *testing.T) {
 		if err := UnpackModelOptInt4(got, modeloptPack(codes, rows, cols), rows, cols); err != nil {
 			t.Fatalf("%v: %v", shape, err)
 		}
+		if ours, err := PackModelOptInt4(codes, rows, cols); err != nil || !bytes.Equal(ours, modeloptPack(codes, rows, cols)) {
+			t.Fatalf("%v: PackModelOptInt4 differs from the producer's packing (%v)", shape, err)
+		}
 		if !bytes.Equal(int8Bytes(got), int8Bytes(codes)) {
 			t.Fatalf("%v: codes %v, packed from %v", shape, got, codes)
 		}
