@@ -13,10 +13,11 @@ import (
 
 // A compressed-tensors config whose groups overlap, as mixed-precision
 // recipes write them (every Linear at 4 bits, down_proj at 8): the module
-// takes the group that names it over the one that targets its class, as
-// compressed-tensors and vLLM both choose. down_proj decodes as 8-bit, the
-// same values as under a config of its own group alone; the 4-bit class
-// group (first by name) had it read at 4 bits.
+// takes the group that names it, else the first in the file whose pattern
+// matches, before one that targets its class, as compressed-tensors and
+// vLLM choose. down_proj decodes as 8-bit, the same values as under a
+// config of its own group alone; the 4-bit class group (first by name) had
+// it read at 4 bits.
 func TestCTGroupNameOverClass(t *testing.T) {
 	const down, up = "model.layers.0.mlp.down_proj", "model.layers.0.mlp.up_proj"
 	mat := func(seed float64) synth.Matrix {
@@ -30,13 +31,23 @@ func TestCTGroupNameOverClass(t *testing.T) {
 	args := func(bits int) string {
 		return `{"num_bits":` + map[int]string{4: "4", 8: "8"}[bits] + `,"type":"int","symmetric":true,"strategy":"group","group_size":128}`
 	}
-	overlap := ctRepo(t, `{"quant_method":"compressed-tensors","format":"pack-quantized","version":"0.18.0","config_groups":{
-		"group_0":{"targets":["Linear"],"weights":`+args(4)+`},
-		"group_1":{"targets":["re:.*down_proj"],"weights":`+args(8)+`}}}`, tensors)
-	alone := ctRepo(t, `{"quant_method":"compressed-tensors","format":"pack-quantized","version":"0.18.0","config_groups":{
-		"group_0":{"targets":["re:.*down_proj"],"weights":`+args(8)+`}}}`, []safetensors.WriteTensor(tensors[:3]))
+	repo := func(groups string, ts []safetensors.WriteTensor) string {
+		return ctRepo(t, `{"quant_method":"compressed-tensors","format":"pack-quantized","version":"0.18.0","config_groups":{`+groups+`}}`, ts)
+	}
+	alone := repo(`"group_0":{"targets":["re:.*down_proj"],"weights":`+args(8)+`}`, []safetensors.WriteTensor(tensors[:3]))
+	overlaps := []string{
+		// a pattern over a class
+		repo(`"group_0":{"targets":["Linear"],"weights":`+args(4)+`},
+			"group_1":{"targets":["re:.*down_proj"],"weights":`+args(8)+`}`, tensors),
+		// two patterns: the first in the file (group_10 would sort first)
+		repo(`"group_2":{"targets":["re:.*down_proj"],"weights":`+args(8)+`},
+			"group_10":{"targets":["re:.*mlp.*"],"weights":`+args(4)+`}`, tensors),
+		// the module's own name over a pattern written before it
+		repo(`"group_0":{"targets":["re:.*mlp.*"],"weights":`+args(4)+`},
+			"group_1":{"targets":["model.layers.0.mlp.down_proj"],"weights":`+args(8)+`}`, tensors),
+	}
 	var want []float32
-	for i, dir := range []string{alone, overlap} {
+	for i, dir := range append([]string{alone}, overlaps...) {
 		c := loadDir(t, dir, Options{ReadShapeTensors: true})
 		m, ok := c.Module(down)
 		if !ok || m.Bits != 8 || m.Format != "int8" {

@@ -84,6 +84,9 @@ type Scheme struct {
 	// fileScale is a lone file's quantscope.scale (FromFileMetadata), which
 	// names the scale tensor it describes; "" for a config's scheme.
 	fileScale string
+	// groupOrder is config.json's config_groups keys in file order
+	// (configGroupOrder), for Groups' order.
+	groupOrder []string
 }
 
 // ConfigError is a config file that cannot be read as the shape its producer writes.
@@ -138,6 +141,7 @@ func Detect(configJSON, hfQuantJSON []byte) (*Scheme, error) {
 		}
 		if qc != nil {
 			s.DeclaredIn = append(s.DeclaredIn, "config.json")
+			s.groupOrder = configGroupOrder(configJSON)
 			if err := s.readQuantizationConfig(qc); err != nil {
 				return nil, err
 			}
@@ -328,11 +332,22 @@ func (s *Scheme) readCompressedTensors(qc *obj) error {
 		return qc.err
 	}
 	if groups != nil {
+		// In the file's order (a decoded map has none; names the order
+		// does not know, if any, after it, sorted).
 		names := make([]string, 0, len(groups.m))
-		for n := range groups.m {
-			names = append(names, n)
+		for _, n := range s.groupOrder {
+			if _, ok := groups.m[n]; ok && !slices.Contains(names, n) {
+				names = append(names, n)
+			}
 		}
-		slices.Sort(names)
+		var rest []string
+		for n := range groups.m {
+			if !slices.Contains(names, n) {
+				rest = append(rest, n)
+			}
+		}
+		slices.Sort(rest)
+		names = append(names, rest...)
 		for _, n := range names {
 			g := groups.sub(n)
 			if g == nil {

@@ -6,21 +6,25 @@ const ctPerWord = packing.CTPerWord
 
 func ctLayoutOf(s *Scheme) packing.CTLayout { return packing.CTLayoutForVersion(s.Version) }
 
-// groupFor is the compressed-tensors config group that targets a module.
-// A group that names the module (its name, a dotted suffix of it, or a
-// "re:" pattern) comes before one that targets its class (Linear), as
+// groupFor is the compressed-tensors config group that targets a module:
+// one that names it (its name or a dotted suffix of it), else one whose
+// "re:" pattern matches it, else one that targets its class (Linear), as
 // compressed-tensors applies a config and vLLM loads one: a mixed-precision
 // recipe's "re:.*down_proj" group at 8 bits holds down_proj even when a
-// "Linear" group at 4 bits sorts first. Among groups of one kind, the first
-// by name.
+// "Linear" group at 4 bits comes first. Among groups of one kind, the first
+// in the file.
 func (s *Scheme) groupFor(name string) *ConfigGroup {
 	c := s.compiled()
 	if c.ignoreL.first(name, false) >= 0 {
 		return nil
 	}
-	for _, byClass := range []bool{false, true} {
+	for _, match := range []func(*patternList) bool{
+		func(l *patternList) bool { return l.names(name) },
+		func(l *patternList) bool { return l.first(name, false) >= 0 },
+		func(l *patternList) bool { return l.first(name, true) >= 0 },
+	} {
 		for i, g := range c.groupL {
-			if g.first(name, byClass) >= 0 {
+			if match(g) {
 				return &s.Groups[i]
 			}
 		}

@@ -152,6 +152,22 @@ func collapseStars(p string) string {
 	return b.String()
 }
 
+// names reports whether an entry is name itself or a dotted suffix of it
+// (not a pattern, not a class).
+func (l *patternList) names(name string) bool {
+	if _, ok := l.exact[name]; ok {
+		return true
+	}
+	for j := 0; j < len(name); j++ {
+		if name[j] == '.' {
+			if _, ok := l.dotSuffix[name[j+1:]]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // first is the index of the first entry that matches name, or -1. linear
 // says whether class-name entries (Linear) apply to this module.
 func (l *patternList) first(name string, linear bool) int {
