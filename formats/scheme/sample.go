@@ -235,21 +235,11 @@ func (d *dq) sampleCTPack(s *Sample) error {
 // (read by the pairs of rows they are packed in) and gathers their group
 // scales.
 func (d *dq) sampleModelOptAWQ(s *Sample) error {
-	w, err := d.weightInfo()
+	codes, err := d.modeloptCodes()
 	if err != nil {
 		return err
 	}
-	p0, p1 := d.lo/2, (d.hi+1)/2
-	b, err := d.rowBytes(w, d.cols, p0, p1)
-	if err != nil {
-		return err
-	}
-	codes := make([]int8, 2*(p1-p0)*d.cols)
-	if err := packing.UnpackModelOptInt4(codes, b, 2*(p1-p0), d.cols); err != nil {
-		return d.fail(w, "packed-size", err.Error())
-	}
-	rows := codes[(d.lo-2*p0)*d.cols : (d.hi-2*p0)*d.cols]
-	countInts(s, 4, true, func(i int) int { return int(rows[i]) }, len(rows))
+	countInts(s, 4, true, func(i int) int { return int(codes[i]) }, len(codes))
 	if sc, ok := d.m.infos.lookup("weight_scale"); ok {
 		g, err := d.scaleGrid(sc, d.m.GroupSize, nil)
 		if err != nil {
