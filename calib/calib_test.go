@@ -3,8 +3,10 @@ package calib
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,6 +34,12 @@ func loadLlamaWith(t testing.TB, storage string, edit func(map[string]synth.Matr
 	if err != nil {
 		t.Fatal(err)
 	}
+	return loadRepo(t, repo), w
+}
+
+// loadRepo writes a generated repo and opens it as a model.
+func loadRepo(t testing.TB, repo *synth.Repo) *model.Model {
+	t.Helper()
 	dir := t.TempDir()
 	if err := repo.WriteDir(dir); err != nil {
 		t.Fatal(err)
@@ -49,7 +57,37 @@ func loadLlamaWith(t testing.TB, storage string, edit func(map[string]synth.Matr
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m, w
+	return m
+}
+
+// The calibration passes see the weight the raw input meets: an AWQ
+// layer's stored values times its pre_quant_scale, close to the
+// generator's weight; the stored values alone are not.
+func TestWeightFoldsPreQuantScale(t *testing.T) {
+	repo := synth.ModelOptAWQ()
+	m := loadRepo(t, repo)
+	seen := 0
+	for name, want := range repo.Weights {
+		if !slices.Contains(m.Checkpoint().TensorNames(), name+".pre_quant_scale") {
+			continue
+		}
+		seen++
+		got, err := weight(m, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var se, ss float64
+		for i, v := range got.Data {
+			d := float64(v - want.Data[i])
+			se, ss = se+d*d, ss+float64(want.Data[i])*float64(want.Data[i])
+		}
+		if e := math.Sqrt(se / ss); e > 0.26 { // INT4 group-128's bound (formats/checkpoint's round trip)
+			t.Errorf("%s: normalised RMS error %.3f against the generator's weight", name, e)
+		}
+	}
+	if seen == 0 {
+		t.Fatal("the ModelOpt AWQ demo has no pre_quant_scale")
+	}
 }
 
 // dataFile writes sequences of the given lengths (ids from a small LCG).

@@ -120,7 +120,16 @@ func ModelOptNVFP4() *Repo {
 // weights holding pairs of output rows, float32 group scales.
 func ModelOptAWQ() *Repo {
 	b := newBuilder(Org+"/Llama-tiny-W4A16-AWQ-modelopt", "ModelOpt INT4 AWQ export (W4A16_AWQ, hf_quant_config.json), Llama-shaped", 1)
-	b.llama(109, tinyLlama, func(name string, m Matrix) ([]st.WriteTensor, string) { return ModelOptAWQInt4(name, m, 128), "int4" }, nil)
+	pqs := rng(1109)
+	b.llama(109, tinyLlama, func(name string, m Matrix) ([]st.WriteTensor, string) {
+		// ModelOpt's HF export folds the pre_quant_scale of q/k/v and
+		// gate/up into the norm before them; o_proj and down_proj, with no
+		// norm before them, keep theirs.
+		if strings.HasSuffix(name, "o_proj") || strings.HasSuffix(name, "down_proj") {
+			return ModelOptAWQInt4PreQuant(name, m, 128, pqs), "int4"
+		}
+		return ModelOptAWQInt4(name, m, 128), "int4"
+	}, nil)
 	q := map[string]any{"quant_algo": "W4A16_AWQ", "kv_cache_quant_algo": nil, "group_size": 128, "exclude_modules": []string{"lm_head"}}
 	b.json("hf_quant_config.json", map[string]any{"producer": map[string]any{"name": "modelopt", "version": "0.29.0"}, "quantization": q})
 	b.json("config.json", llamaConfig(tinyLlama, map[string]any{"quant_method": "modelopt", "quant_algo": "W4A16_AWQ", "group_size": 128, "exclude_modules": []string{"lm_head"}}))

@@ -3,6 +3,7 @@ package synth
 import (
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/packing"
@@ -377,13 +378,32 @@ func MXFP4(name string, m Matrix) []st.WriteTensor {
 	}
 }
 
+// ModelOptAWQInt4PreQuant is ModelOptAWQInt4 of a layer that keeps AWQ's
+// pre_quant_scale s (one BF16 factor an input column, drawn from r between
+// 1/2 and 2): the layer multiplies its input by s, so the file holds m's
+// columns divided by s, quantized, and s. m is the weight the raw input
+// meets, stored · s column by column.
+func ModelOptAWQInt4PreQuant(name string, m Matrix, group int, r *rand.Rand) []st.WriteTensor {
+	rows, cols := rowsCols(m)
+	s := make([]float32, cols)
+	for c := range s {
+		s[c] = numeric.BF16ToFloat32(numeric.Float32ToBF16(float32(math.Exp2(2*r.Float64() - 1))))
+	}
+	stored := Matrix{Shape: m.Shape, Data: make([]float32, len(m.Data))}
+	for i := range rows * cols {
+		stored.Data[i] = m.Data[i] / s[i%cols]
+	}
+	return append(ModelOptAWQInt4(name, stored, group),
+		st.WriteTensor{Name: name + ".pre_quant_scale", DType: st.BF16, Shape: []uint64{uint64(cols)}, Data: bf16Bytes(s)})
+}
+
 // ModelOptAWQInt4 writes a ModelOpt INT4 AWQ linear as its export does
 // (modelopt/torch/export/quant_utils.py): per [row, group] block scale =
 // amax / 7 in float32 (weight_scale F32 [out, in/group]), code =
 // clamp(round-half-even(w / scale), −8, 7), packed in pairs of output rows
-// (weight U8 [out/2, in]). No pre_quant_scale: as if every one had been
-// folded into a norm. A zero block would have a zero scale, which the
-// producer refuses; the generated weights have none.
+// (weight U8 [out/2, in]), with no pre_quant_scale (as one folded into
+// the norm before the layer). A zero block would have a zero scale, which
+// the producer refuses; the generated weights have none.
 func ModelOptAWQInt4(name string, m Matrix, group int) []st.WriteTensor {
 	rows, cols := rowsCols(m)
 	groups := (cols + group - 1) / group

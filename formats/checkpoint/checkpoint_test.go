@@ -5,10 +5,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/synth"
 )
@@ -34,6 +36,7 @@ var nrmseBound = map[string]float64{
 }
 
 func TestRoundTripEveryFormat(t *testing.T) {
+	folds := 0
 	for _, r := range synth.All() {
 		t.Run(strings.TrimPrefix(r.ID, synth.Org+"/"), func(t *testing.T) {
 			c := load(t, r)
@@ -56,6 +59,23 @@ func TestRoundTripEveryFormat(t *testing.T) {
 				if len(got) != len(w.Data) {
 					t.Fatalf("%s: %d values, want %d", name, len(got), len(w.Data))
 				}
+				// The generator's weight is the one the raw input meets: an
+				// AWQ layer's stored values times its pre_quant_scale.
+				stored := got
+				if pqs := plainPreQuantScale(t, c, name); pqs != nil {
+					got = slices.Clone(stored)
+					folded := slices.Clone(stored)
+					for i := range folded {
+						folded[i] *= pqs[i%len(pqs)]
+					}
+					if err := scheme.FoldPreQuantScale(m, c, got); err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if !slices.Equal(got, folded) {
+						t.Fatalf("%s: FoldPreQuantScale differs from stored · pre_quant_scale", name)
+					}
+					folds++
+				}
 				var se, ss float64
 				for i := range got {
 					d := float64(got[i] - w.Data[i])
@@ -74,7 +94,7 @@ func TestRoundTripEveryFormat(t *testing.T) {
 					}
 					_, cols := m.Matrix2D()
 					for i := range part {
-						if part[i] != got[int(cols)+i] {
+						if part[i] != stored[int(cols)+i] {
 							t.Fatalf("%s: rows 1:3 differ from the whole at %d", name, i)
 						}
 					}
@@ -82,6 +102,31 @@ func TestRoundTripEveryFormat(t *testing.T) {
 			}
 		})
 	}
+	if folds == 0 {
+		t.Error("no generated module has a pre_quant_scale: the fold goes untested")
+	}
+}
+
+// plainPreQuantScale reads module name's pre_quant_scale, BF16 as the
+// generator writes it, or nil when the file has none.
+func plainPreQuantScale(t *testing.T, c *Checkpoint, name string) []float32 {
+	t.Helper()
+	loc, ok := c.lookup(name + ".pre_quant_scale")
+	if !ok {
+		return nil
+	}
+	if loc.t.DType != safetensors.BF16 {
+		t.Fatalf("%s.pre_quant_scale is %s: this test reads BF16", name, loc.t.DType)
+	}
+	b, err := c.ReadTensor(name+".pre_quant_scale", 0, int64(loc.t.NBytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := make([]float32, len(b)/2)
+	for i := range s {
+		s[i] = math.Float32frombits(uint32(b[2*i])<<16 | uint32(b[2*i+1])<<24)
+	}
+	return s
 }
 
 func equalShape(a, b []uint64) bool {
