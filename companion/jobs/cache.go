@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +31,24 @@ type cache struct {
 
 type cacheKey struct{ source, revision, endpoint, token string }
 
+// sourceKey is the spelling of a source the cache keeps it under:
+// ./ORG/NAME, ORG/NAME/ and ORG//NAME read what ORG/NAME reads, so "." and
+// empty elements are dropped. ".." is kept (through a symbolic link,
+// a/../b need not be b); a URL is kept as given.
+func sourceKey(source string) string {
+	if strings.Contains(source, "://") {
+		return source
+	}
+	abs := strings.HasPrefix(source, "/")
+	parts := strings.FieldsFunc(source, func(r rune) bool { return r == '/' })
+	parts = slices.DeleteFunc(parts, func(p string) bool { return p == "." })
+	key := strings.Join(parts, "/")
+	if abs {
+		key = "/" + key
+	}
+	return key
+}
+
 type entry struct {
 	ready chan struct{} // closed when the load ends
 	ck    *checkpoint.Checkpoint
@@ -50,7 +70,7 @@ func newCache(ttl time.Duration, load Loader) *cache {
 // the job is done with it. waiting is called when the job waits for another
 // job's load.
 func (c *cache) get(ctx context.Context, s proto.Submit, progress func(checkpoint.Progress), waiting func()) (ck *checkpoint.Checkpoint, shared bool, release func(), err error) {
-	key := cacheKey{s.Source, s.Revision, s.Endpoint, s.HubToken}
+	key := cacheKey{sourceKey(s.Source), s.Revision, s.Endpoint, s.HubToken}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, false, nil, err

@@ -354,6 +354,16 @@ func TestCheckpointShared(t *testing.T) {
 	if r = res.(proto.Result); !strings.Contains(r.Note, "already read") || f.loads.Load() != 2 {
 		t.Errorf("third job: %q, %d loads", r.Note, f.loads.Load())
 	}
+	// The same source spelled another way is the same checkpoint.
+	for _, spelling := range []string{"./repo", "repo/", ".//repo/."} {
+		s := sub(spelling, "test-arrays", "")
+		s.Source = spelling
+		c.send(s)
+		res, _ = c.final(spelling)
+		if r, ok := res.(proto.Result); !ok || !strings.Contains(r.Note, "already read") || f.loads.Load() != 2 {
+			t.Errorf("source %q: %+v, %d loads", spelling, res, f.loads.Load())
+		}
+	}
 }
 
 // A client that stops reading is dropped instead of growing the queue.
