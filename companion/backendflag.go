@@ -21,5 +21,5 @@ func backendNamed(name string, stderr io.Writer) (be kernels.Backend, close func
 		b := cuda.Open(cuda.FindWorker(), 0, func(msg string) { fmt.Fprintln(stderr, "quantscope:", msg) })
 		return b, b.Close, nil
 	}
-	return nil, nil, &usageError{fmt.Sprintf("--backend %q: want cpu or cuda", name)}
+	return nil, nil, &usageError{msg: fmt.Sprintf("--backend %q: want cpu or cuda", name)}
 }

@@ -37,10 +37,10 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if p.Pass == "" {
-		return &usageError{"calibrate: --pass is required"}
+		return &usageError{msg: "calibrate: --pass is required"}
 	}
 	if p.Module != "" && *out == "" {
-		return &usageError{"calibrate: --module needs --out FILE (the activations file)"}
+		return &usageError{msg: "calibrate: --module needs --out FILE (the activations file)"}
 	}
 	c, err := loadCheckpoint(ctx, pos[0], sf)
 	if err != nil {
@@ -51,7 +51,7 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if p.Module != "" {
 		// the dump goes where --out says; the op would pick a folder itself
 		if p.Pass != "local_hessian" {
-			return &usageError{"calibrate: --module applies to --pass local_hessian"}
+			return &usageError{msg: "calibrate: --module applies to --pass local_hessian"}
 		}
 		d, err := calib.ReadData(p.Data)
 		if err != nil {

@@ -41,6 +41,29 @@ func TestCommandHelp(t *testing.T) {
 	}
 }
 
+// A mistake inside a command (an unknown flag, a missing argument) prints
+// that command's usage and flags on stderr, not the whole program's, and
+// exits 1; one outside any command prints the program's.
+func TestUsageErrorsShowTheCommand(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		err, usage string
+		flag       string // one the usage must list
+	}{
+		{[]string{"forward", "--top", "3", "org/name"}, "error: forward: flag provided but not defined: -top\n", "usage: quantscope forward [flags] SOURCE\n", "-tokens"},
+		{[]string{"inspect"}, "error: inspect wants SOURCE, got 0 argument(s)\n", "usage: quantscope inspect [flags] SOURCE\n", "-json"},
+		{[]string{"frobnicate"}, "error: unknown command \"frobnicate\"\n", "quantscope: what is really inside a quantized checkpoint\n", "quantscope inspect"},
+	} {
+		out, stderr, code := runMain(t, c.args...)
+		if code != 1 || out != "" || !strings.HasPrefix(stderr, c.err+c.usage) || !strings.Contains(stderr, c.flag) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args, code, out, stderr)
+		}
+		if c.args[0] != "frobnicate" && strings.Contains(stderr, "quantscope diff") {
+			t.Errorf("%v: the whole program's usage for a mistake in one command:\n%s", c.args, stderr)
+		}
+	}
+}
+
 // `quantscope version` and `--version` print the module version from the
 // build information and the Go version, and exit 0.
 func TestVersion(t *testing.T) {

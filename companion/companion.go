@@ -85,7 +85,7 @@ func parseOrigins(list []string) (map[string]bool, error) {
 	for _, o := range list {
 		n, err := normOrigin(o)
 		if err != nil {
-			return nil, &usageError{err.Error()}
+			return nil, &usageError{msg: err.Error()}
 		}
 		out[n] = true
 	}
@@ -114,7 +114,7 @@ func newCompanion(ctx context.Context, cf companionFlags) (*companion, error) {
 			return nil, err
 		}
 		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-			return nil, &usageError{fmt.Sprintf("%s %s: not a folder", d.flag, *d.dir)}
+			return nil, &usageError{msg: fmt.Sprintf("%s %s: not a folder", d.flag, *d.dir)}
 		}
 		*d.dir = abs
 	}

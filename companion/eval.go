@@ -32,10 +32,10 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if (*data == "") == (*textFile == "") {
-		return &usageError{"eval: give --data (token ids) or --text (text lines), one of them"}
+		return &usageError{msg: "eval: give --data (token ids) or --text (text lines), one of them"}
 	}
 	if *compare && (*w4a == model.W4ANone || *w4a == "") {
-		return &usageError{"eval: --compare needs --w4a fp8 or nvfp4 (the side to compare with the dense forward)"}
+		return &usageError{msg: "eval: --compare needs --w4a fp8 or nvfp4 (the side to compare with the dense forward)"}
 	}
 	// The evaluation data, identified (path, sha256) so that a --scales
 	// report calibrated on the same file is refused.

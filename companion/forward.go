@@ -37,7 +37,7 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if (*tokensFlag == "") == (*textFlag == "") {
-		return &usageError{"forward: give --tokens or --text (one of them)"}
+		return &usageError{msg: "forward: give --tokens or --text (one of them)"}
 	}
 	var tokens []int
 	if *tokensFlag != "" {

@@ -65,8 +65,10 @@ SOURCE: https://huggingface.co/ORG/NAME[/tree/REV], ORG/NAME, the URL of one
 .safetensors file, a local directory or a local .safetensors file.
 `
 
-// usageError is a mistake on the command line; it prints the usage too.
-type usageError struct{ msg string }
+// usageError is a mistake on the command line; it prints the usage too:
+// the command's own (its usage line and flags) when the mistake was made
+// in one, else the program's.
+type usageError struct{ msg, help string }
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -82,7 +84,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error: "+oneLine(err.Error()))
 		var ue *usageError
 		if errors.As(err, &ue) {
-			fmt.Fprint(os.Stderr, usage)
+			if ue.help != "" {
+				fmt.Fprint(os.Stderr, ue.help)
+			} else {
+				fmt.Fprint(os.Stderr, usage)
+			}
 		}
 		os.Exit(1)
 	}
@@ -96,7 +102,7 @@ func oneLine(s string) string {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	defer func() { err = showHelp(err, stdout) }()
 	if len(args) == 0 {
-		return &usageError{"no command given"}
+		return &usageError{msg: "no command given"}
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
@@ -136,7 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		_, err := fmt.Fprintln(stdout, version())
 		return err
 	}
-	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
+	return &usageError{msg: fmt.Sprintf("unknown command %q", cmd)}
 }
 
 // parseFlags parses flags that may come before or after the positional
@@ -148,7 +154,7 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, names string) (
 		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 			return nil, &helpRequest{commandHelp(fs, names)}
 		} else if err != nil {
-			return nil, &usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
+			return nil, &usageError{fmt.Sprintf("%s: %v", fs.Name(), err), commandHelp(fs, names)}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -158,7 +164,7 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, names string) (
 		args = args[1:]
 	}
 	if len(pos) != positional {
-		return nil, &usageError{fmt.Sprintf("%s wants %s, got %d argument(s)", fs.Name(), names, len(pos))}
+		return nil, &usageError{fmt.Sprintf("%s wants %s, got %d argument(s)", fs.Name(), names, len(pos)), commandHelp(fs, names)}
 	}
 	return pos, nil
 }

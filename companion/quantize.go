@@ -32,7 +32,7 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if *out == "" {
-		return &usageError{"quantize: --out FILE is required"}
+		return &usageError{msg: "quantize: --out FILE is required"}
 	}
 	if p.Recipe == kernels.RecipeLocalHessian && p.Data == "" {
 		return fmt.Errorf("quantize: rule local-hessian-data: recipe local_hessian needs --data FILE, a little-endian float32 file of [tokens, in] calibration activations")

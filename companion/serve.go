@@ -75,7 +75,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *demo && *hubDir != "" {
-		return &usageError{"serve: --demo and --hub both name the local hub's folder; give one"}
+		return &usageError{msg: "serve: --demo and --hub both name the local hub's folder; give one"}
 	}
 	dir := *hubDir
 	if *demo {

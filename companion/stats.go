@@ -24,7 +24,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *bins < 1 || *bins > 4096 {
-		return &usageError{fmt.Sprintf("stats: --bins %d outside 1..4096", *bins)}
+		return &usageError{msg: fmt.Sprintf("stats: --bins %d outside 1..4096", *bins)}
 	}
 	be, closeBackend, err := backendNamed(*backend, stderr)
 	if err != nil {
