@@ -72,23 +72,58 @@ type Place struct {
 	Slot  string // one of the Slot constants
 	Kind  string // one of the Kind constants
 	Split string // one of the Split constants
-	// Extra is true for a layer at or past num_hidden_layers (an MTP layer).
+	// Extra is true for a layer at or past num_hidden_layers (an MTP layer),
+	// and for a multi-token-prediction block named apart from the decoder
+	// (Qwen3-Next's mtp.*).
 	Extra bool
 }
 
 // Locate places the module named name in a model with numHiddenLayers
-// decoder layers (0 when unknown: then no layer counts as extra).
+// decoder layers (0 when unknown: then no numbered layer counts as extra).
+// A module of a vision or audio tower (visual.blocks.N, vision_tower.…,
+// multi_modal_projector) keeps its block's number and slot but is kind
+// "other" and never extra: its numbering is the tower's, not the decoder's.
+// An mtp.* module is extra, at layer numHiddenLayers + its own index.
 func Locate(name string, numHiddenLayers int) Place {
 	n := strings.ToLower(name)
 	p := Place{Layer: layerIndex(n)}
 	p.Slot = slotOf(n, p.Layer >= 0)
 	p.Split = splitOf(n, p.Slot)
 	p.Kind = kindOf(p.Slot, n)
-	if p.Layer >= 0 && numHiddenLayers > 0 && p.Layer >= numHiddenLayers {
-		p.Extra = true
-		p.Kind = KindExtraLayers
+	switch {
+	case tower(n):
+		p.Kind = KindOther
+	case strings.HasPrefix(n, "mtp.") || strings.HasPrefix(n, "model.mtp."):
+		p.Extra, p.Kind = true, KindExtraLayers
+		p.Layer = max(p.Layer, 0) + numHiddenLayers
+	case p.Layer >= 0 && numHiddenLayers > 0 && p.Layer >= numHiddenLayers:
+		p.Extra, p.Kind = true, KindExtraLayers
 	}
 	return p
+}
+
+// towers are the path elements under which a multimodal checkpoint keeps
+// its encoders and projectors.
+var towers = map[string]bool{
+	"visual": true, "vision_tower": true, "vision_model": true, "vision_encoder": true, "vision": true,
+	"audio_tower": true, "audio_model": true, "audio_encoder": true,
+	"multi_modal_projector": true, "mm_projector": true, "vision_projection": true,
+}
+
+// tower says whether n (lower case) lies in a vision or audio tower: one of
+// its path elements before any layer number is a tower's.
+func tower(n string) bool {
+	for len(n) > 0 {
+		part, rest, _ := strings.Cut(n, ".")
+		if towers[part] {
+			return true
+		}
+		if isNumber(part) {
+			return false
+		}
+		n = rest
+	}
+	return false
 }
 
 // layerIndex finds the number after a layers-like path element

@@ -63,6 +63,28 @@ func TestExtraLayers(t *testing.T) {
 	if p := Locate("model.layers.60.mlp.experts.0.up_proj", 61); p.Extra || p.Kind != KindRoutedExperts {
 		t.Errorf("layer 60 of 61: %+v", p)
 	}
+	// Qwen3-Next's MTP block is named apart from the decoder: extra, placed
+	// after the decoder's last layer.
+	for n, layer := range map[string]int{"mtp.layers.0.self_attn.q_proj": 48, "mtp.layers.1.mlp.experts.3.up_proj": 49, "mtp.fc": 48, "model.mtp.norm": 48} {
+		if p := Locate(n, 48); !p.Extra || p.Kind != KindExtraLayers || p.Layer != layer {
+			t.Errorf("Locate(%q, 48) = %+v, want extra layer %d", n, p, layer)
+		}
+	}
+}
+
+// A vision or audio tower numbers its own blocks: block 31 of a 28-layer
+// decoder's vision tower is no extra layer, and its modules are no
+// decoder attention or MLP.
+func TestTowers(t *testing.T) {
+	for _, n := range []string{"visual.blocks.31.attn.qkv", "model.visual.blocks.3.mlp.fc1", "vision_tower.vision_model.encoder.layers.30.self_attn.q_proj",
+		"model.vision_tower.encoder.layers.12.self_attn.k_proj", "multi_modal_projector.linear_1", "audio_tower.layers.40.fc1"} {
+		if p := Locate(n, 28); p.Extra || p.Kind != KindOther {
+			t.Errorf("Locate(%q, 28) = %+v, want kind other, not extra", n, p)
+		}
+	}
+	if p := Locate("model.language_model.layers.30.self_attn.q_proj", 28); !p.Extra {
+		t.Errorf("a decoder layer past num_hidden_layers under language_model: %+v", p)
+	}
 }
 
 func TestParseModel(t *testing.T) {

@@ -3,6 +3,7 @@ package anatomy
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Model is the shape of a decoder as config.json states it: what the layer
@@ -41,36 +42,111 @@ type Model struct {
 	LayerTypes      []string `json:"layer_types"`
 	UseSlidingWin   *bool    `json:"use_sliding_window"`
 	MaxWindowLayers int      `json:"max_window_layers"`
+	// Hybrids with linear attention (Qwen3-Next, Qwen3.5) that state no
+	// layer_types: layer i is full attention when (i+1) % interval == 0.
+	FullAttentionInterval int `json:"full_attention_interval"`
 	// Quantization the runtime reads from config.json (kv_cache_scheme of
 	// compressed-tensors lives here).
 	QuantizationConfig json.RawMessage `json:"quantization_config"`
+	// Other spellings of the KV heads (vLLM's get_total_num_kv_heads reads
+	// them all): Falcon's num_kv_heads (with new_decoder_architecture) and
+	// multi_query (one KV head), n_head_kv, ChatGLM's multi_query_group_num;
+	// and GPT-2/Falcon-style n_layer, n_head, n_embd.
+	NumKVHeads         int  `json:"num_kv_heads"`
+	NHeadKV            int  `json:"n_head_kv"`
+	MultiQueryGroupNum int  `json:"multi_query_group_num"`
+	MultiQuery         bool `json:"multi_query"`
+	NewDecoderArch     bool `json:"new_decoder_architecture"`
+	NLayer             int  `json:"n_layer"`
+	NHead              int  `json:"n_head"`
+	NEmbd              int  `json:"n_embd"`
+}
+
+// familyDefaults is what transformers' config class of a model type fills
+// in for a field config.json leaves out, for the types whose checkpoints
+// rely on it: Gemma 3's text config (Gemma3TextConfig) — multimodal Gemma 3
+// repos state little more than the sizes under text_config.
+func familyDefaults(modelType string) Model {
+	switch modelType {
+	case "gemma3_text":
+		w := 4096
+		return Model{ModelType: modelType, VocabSize: 262208, HiddenSize: 2304, NumHiddenLayers: 26, NumAttentionHeads: 8,
+			NumKeyValueHeads: 4, HeadDim: 256, MaxPosition: 131072, SlidingWindow: &w, TieWordEmbeddings: true}
+	}
+	return Model{ModelType: modelType}
+}
+
+// textModelType is the model type of the decoder a multimodal config of
+// type outer nests without naming it.
+func textModelType(outer string) string {
+	if outer == "gemma3" {
+		return "gemma3_text"
+	}
+	return ""
 }
 
 // ParseModel reads config.json. Multimodal configs nest the decoder under
-// text_config (or llm_config); its fields win over the outer ones.
+// text_config (or llm_config): its fields are the model's, each one it
+// leaves out taking its family's default (familyDefaults), and the dtype,
+// the context length and the quantization config the wrapper's when the
+// decoder states none.
 func ParseModel(configJSON []byte) (*Model, error) {
 	if len(configJSON) == 0 {
 		return &Model{}, nil
 	}
 	var outer struct {
 		Model
-		TextConfig *Model `json:"text_config"`
-		LLMConfig  *Model `json:"llm_config"`
+		TextConfig json.RawMessage `json:"text_config"`
+		LLMConfig  json.RawMessage `json:"llm_config"`
 	}
 	if err := json.Unmarshal(configJSON, &outer); err != nil {
 		return nil, fmt.Errorf("config.json: %w", err)
 	}
-	m := outer.Model
-	inner := outer.TextConfig
-	if inner == nil {
-		inner = outer.LLMConfig
+	inner, field := outer.TextConfig, "text_config"
+	if isNull(inner) {
+		inner, field = outer.LLMConfig, "llm_config"
 	}
-	if inner != nil {
-		q := m.QuantizationConfig
-		m = *inner
-		if len(m.QuantizationConfig) == 0 {
-			m.QuantizationConfig = q
+	var m Model
+	if isNull(inner) {
+		m = familyDefaults(outer.ModelType)
+		if err := json.Unmarshal(configJSON, &m); err != nil {
+			return nil, fmt.Errorf("config.json: %w", err)
 		}
+	} else {
+		var peek struct {
+			ModelType string `json:"model_type"`
+		}
+		if err := json.Unmarshal(inner, &peek); err != nil {
+			return nil, fmt.Errorf("config.json: %s: %w", field, err)
+		}
+		if peek.ModelType == "" {
+			peek.ModelType = textModelType(outer.ModelType)
+		}
+		m = familyDefaults(peek.ModelType)
+		if err := json.Unmarshal(inner, &m); err != nil {
+			return nil, fmt.Errorf("config.json: %s: %w", field, err)
+		}
+		if m.TorchDType == "" && m.DType == "" {
+			m.TorchDType, m.DType = outer.TorchDType, outer.DType
+		}
+		if m.MaxPosition == 0 {
+			m.MaxPosition = outer.MaxPosition
+		}
+		if len(m.QuantizationConfig) == 0 {
+			m.QuantizationConfig = outer.QuantizationConfig
+		}
+	}
+	if m.NumHiddenLayers == 0 {
+		m.NumHiddenLayers = m.NLayer
+	}
+	if m.NumAttentionHeads == 0 {
+		m.NumAttentionHeads = m.NHead
+	}
+	if m.HiddenSize == 0 {
+		m.HiddenSize = m.NEmbd
+	}
+	if m.NumKeyValueHeads == 0 {
+		m.NumKeyValueHeads = m.kvHeadsAlias()
 	}
 	if m.NumKeyValueHeads == 0 {
 		m.NumKeyValueHeads = m.NumAttentionHeads // multi-head attention: one KV head per head
@@ -79,6 +155,28 @@ func ParseModel(configJSON []byte) (*Model, error) {
 		m.HeadDim = m.HiddenSize / m.NumAttentionHeads
 	}
 	return &m, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// kvHeadsAlias is the KV heads under another name, in the order vLLM's
+// get_total_num_kv_heads reads them (0: none stated). Falcon's multi_query
+// without new_decoder_architecture means one KV head.
+func (m *Model) kvHeadsAlias() int {
+	switch m.ModelType {
+	case "falcon", "RefinedWeb", "RefinedWebModel":
+		if m.MultiQuery && !m.NewDecoderArch {
+			return 1
+		}
+	}
+	for _, n := range []int{m.NHeadKV, m.NumKVHeads, m.MultiQueryGroupNum} {
+		if n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 // Experts is the number of routed experts per MoE layer (0 for a dense model).
@@ -101,6 +199,31 @@ func (m *Model) DTypeName() string {
 
 // MLA says whether attention is DeepSeek's multi-head latent attention.
 func (m *Model) MLA() bool { return m.KVLoraRank > 0 }
+
+// LayerType is decoder layer i's entry in layer_types, or what
+// full_attention_interval implies ("linear_attention" / "full_attention"),
+// or "" when the config says neither.
+func (m *Model) LayerType(i int) string {
+	switch {
+	case i < len(m.LayerTypes):
+		return m.LayerTypes[i]
+	case len(m.LayerTypes) == 0 && m.FullAttentionInterval > 0:
+		if (i+1)%m.FullAttentionInterval == 0 {
+			return "full_attention"
+		}
+		return "linear_attention"
+	}
+	return ""
+}
+
+// CachesKV says whether decoder layer i keeps a KV cache: every layer,
+// except those its LayerType names as something other than attention
+// (Qwen3-Next's linear_attention, a hybrid's mamba or conv layers), which
+// keep a fixed-size state instead.
+func (m *Model) CachesKV(i int) bool {
+	t := m.LayerType(i)
+	return t == "" || strings.HasSuffix(t, "attention") && t != "linear_attention"
+}
 
 // SlidingLayer says whether decoder layer i attends over a sliding window
 // (its KV cache then holds at most Window() tokens).

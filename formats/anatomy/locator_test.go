@@ -11,7 +11,8 @@ func TestLocatorAgreesWithLocate(t *testing.T) {
 	names := []string{"model.embed_tokens", "lm_head", "model.norm", "something.else", "transformer.h.2.attn.c_attn",
 		"model.layers.61.eh_proj", "model.layers.61.shared_head.head", "model.layers.5.mlp.experts.17",
 		"a.layers.x.layers.4.b.7.c", "Model.Layers.2.Block.3.Q_Proj", "model.layers.3.mlp.experts.0.gate_up_proj.7",
-		"model.vision_tower.encoder.layers.12.self_attn.k_proj", "model.layers.+3.mlp.experts.1.w2", "layers.7"}
+		"model.vision_tower.encoder.layers.12.self_attn.k_proj", "model.layers.+3.mlp.experts.1.w2", "layers.7",
+		"visual.blocks.70.attn.qkv", "mtp.layers.0.mlp.experts.5.up_proj", "mtp.fc"}
 	for l := range 63 {
 		for e := range 4 {
 			for _, p := range []string{"gate_proj", "up_proj", "down_proj"} {

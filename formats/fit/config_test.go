@@ -38,10 +38,10 @@ func TestKVFromConfig(t *testing.T) {
 		// Gemma 2 (no layer_types): even layers slide: layers 0 and 2 of 4 hold ≤ 256 tokens.
 		{"gemma2 alternation", `{"model_type":"gemma2",` + llama + `,"sliding_window":256}`, "", "bf16", 2 * 2 * 64 * 2 * 4, 2 * 2 * 64 * 2 * (2*1000 + 2*256)},
 		// Gemma 3 with sliding_window_pattern 2 under text_config: layers 1 and 3 are global.
-		{"gemma3 pattern", `{"model_type":"gemma3","text_config":{"model_type":"gemma3_text",` + llama + `,"sliding_window":256,"sliding_window_pattern":2}}`, "", "bf16",
+		{"gemma3 pattern", `{"model_type":"gemma3","text_config":{"model_type":"gemma3_text",` + llama + `,"head_dim":64,"sliding_window":256,"sliding_window_pattern":2}}`, "", "bf16",
 			2 * 2 * 64 * 2 * 4, 2 * 2 * 64 * 2 * (2*1000 + 2*256)},
 		// layer_types wins over the pattern: only layer 0 slides.
-		{"layer_types first", `{"model_type":"gemma3_text",` + llama + `,"sliding_window":256,"sliding_window_pattern":2,"layer_types":["sliding_attention","full_attention","full_attention","full_attention"]}`, "", "bf16",
+		{"layer_types first", `{"model_type":"gemma3_text",` + llama + `,"head_dim":64,"sliding_window":256,"sliding_window_pattern":2,"layer_types":["sliding_attention","full_attention","full_attention","full_attention"]}`, "", "bf16",
 			2 * 2 * 64 * 2 * 4, 2 * 2 * 64 * 2 * (3*1000 + 256)},
 		// Multimodal: the decoder under text_config; MHA (no num_key_value_heads): 8 heads of head_dim 32.
 		{"text_config MHA", `{"architectures":["X"],"text_config":{"num_hidden_layers":2,"num_attention_heads":8,"head_dim":32,"hidden_size":512,"torch_dtype":"bfloat16"}}`, "",

@@ -3,8 +3,10 @@ package fit
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/quantscope/quantscope/formats/anatomy"
@@ -253,7 +255,12 @@ func planKV(m *anatomy.Model, sliding func(int) bool, hfQuant []byte, extra int,
 		perToken = 2 * uint64(p.kvHeads) * uint64(p.headDim) * p.elem
 	}
 	p.window = m.Window()
+	stateful := map[string]int{}
 	for i := range m.NumHiddenLayers {
+		if !m.CachesKV(i) {
+			stateful[m.LayerType(i)]++
+			continue
+		}
 		l := kvLayer{perToken: perToken}
 		if sliding(i) {
 			l.cap = p.window
@@ -265,22 +272,27 @@ func planKV(m *anatomy.Model, sliding func(int) bool, hfQuant []byte, extra int,
 		p.layers = append(p.layers, kvLayer{perToken: perToken})
 	}
 	if p.sliding > 0 {
-		*notes = append(*notes, fmt.Sprintf("%d of %d decoder layers attend over a sliding window of %d tokens: their cache holds at most %d tokens a sequence",
+		*notes = append(*notes, fmt.Sprintf("%d of %d decoder layers attend over a sliding window of %d tokens: their cache holds at most %d tokens a sequence "+
+			"(while a prompt is prefilled vLLM keeps up to the window plus the step's token budget for them)",
 			p.sliding, m.NumHiddenLayers, p.window, p.window))
+	}
+	for _, t := range slices.Sorted(maps.Keys(stateful)) {
+		*notes = append(*notes, fmt.Sprintf("%d of %d decoder layers are %s layers: no KV cache; their fixed-size recurrent state is not counted",
+			stateful[t], m.NumHiddenLayers, t))
 	}
 	return p, nil
 }
 
 // slidingLayers says which decoder layers use the sliding window: what
-// anatomy.Model.SlidingLayer says, except for two configs it reads as
-// "every layer" that are not: Gemma 3's sliding_window_pattern (every Nth
-// layer attends globally: layer i slides unless (i+1) % N == 0) and Gemma
-// 2, whose layers alternate (even layers slide), when no layer_types says
-// so explicitly.
+// anatomy.Model.SlidingLayer says, except for configs it reads as "every
+// layer" that are not: a sliding_window_pattern N (every Nth layer attends
+// globally: layer i slides unless (i+1) % N == 0), stated or, for Gemma 3
+// and Cohere 2 configs that leave it out, transformers' default (6, 4); and
+// Gemma 2, whose layers alternate (even layers slide); each when no
+// layer_types says so explicitly.
 func slidingLayers(config []byte, m *anatomy.Model) (func(int) bool, string) {
 	type gemma struct {
-		ModelType string `json:"model_type"`
-		Pattern   int    `json:"sliding_window_pattern"`
+		Pattern int `json:"sliding_window_pattern"`
 	}
 	var c struct {
 		gemma
@@ -293,11 +305,21 @@ func slidingLayers(config []byte, m *anatomy.Model) (func(int) bool, string) {
 	if c.TextConfig != nil {
 		g = *c.TextConfig
 	}
+	from := "sliding_window_pattern"
+	if g.Pattern <= 0 {
+		// transformers' defaults: Gemma3TextConfig's 6, Cohere2Config's 4
+		switch m.ModelType {
+		case "gemma3_text", "gemma3":
+			g.Pattern, from = 6, "Gemma 3's default sliding_window_pattern"
+		case "cohere2":
+			g.Pattern, from = 4, "Cohere 2's default sliding_window_pattern"
+		}
+	}
 	switch {
 	case g.Pattern > 0:
 		return func(i int) bool { return (i+1)%g.Pattern != 0 },
-			fmt.Sprintf("sliding_window_pattern %d: one layer in %d attends over the whole context", g.Pattern, g.Pattern)
-	case g.ModelType == "gemma2":
+			fmt.Sprintf("%s %d: one layer in %d attends over the whole context", from, g.Pattern, g.Pattern)
+	case m.ModelType == "gemma2":
 		return func(i int) bool { return i%2 == 0 }, "Gemma 2: even layers use the sliding window, odd layers the whole context"
 	}
 	return m.SlidingLayer, ""
