@@ -279,10 +279,11 @@ func gptqmodelBlock(w []float32, bamax, g float32, refine bool) byte {
 // gptqmodelBlockAlg is one block's scale code under block algorithm alg:
 // the seeds inverse = f32(bamax / f32(M·g)) (1 for a zero block), clamped
 // to [2^-9, 448] and cast to E4M3, each kept when its SSE is strictly lower
-// than the best so far (which starts at +Inf); then the refinements.
+// than the best so far (which starts at +Inf, the code at 1.0 = 0x38 as
+// GPT-QModel's best_local); then the refinements.
 func gptqmodelBlockAlg(w []float32, bamax, g float32, alg int) byte {
 	w = w[:16]
-	bestCode, bestErr := byte(0), float32(math.Inf(1))
+	bestCode, bestErr := byte(0x38), float32(math.Inf(1)) // best_local = ones_like(...) in E4M3: 1.0 until a seed is better
 	seeds := []float32{4, 6}
 	if alg == blockNvidia {
 		seeds = seeds[1:]

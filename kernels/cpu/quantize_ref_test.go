@@ -182,9 +182,23 @@ func refRefine(x []float32, c byte, g float32) byte {
 	return refE4M3(float32(math.Min(math.Max(float64(inv), 1.0/512), 448)))
 }
 
+// refFourSix is GPT-QModel's four_six recipe for one block: the seed of
+// M = 4, then of M = 6, each kept when its error is below the best so far,
+// which starts at code 1.0 (0x38) with error +Inf.
+func refFourSix(x []float32, g float32) byte {
+	best, bestE := byte(0x38), float32(math.Inf(1))
+	for _, m := range []float32{4, 6} {
+		c := refSeed(x, m, g)
+		if e := refBlockSSE(x, c, g); e < bestE {
+			best, bestE = c, e
+		}
+	}
+	return best
+}
+
 // refLeastSquares is GPT-QModel's least_squares recipe for one block.
 func refLeastSquares(x []float32, g float32) byte {
-	best, bestE := byte(0), float32(math.Inf(1))
+	best, bestE := byte(0x38), float32(math.Inf(1)) // GPT-QModel's best_local starts at 1.0
 	var seeds []byte
 	for _, m := range []float32{4, 6} {
 		c := refSeed(x, m, g)

@@ -161,10 +161,7 @@ func TestFourSixAndLeastSquares(t *testing.T) {
 		x := w[16*blk : 16*blk+16]
 		s4, s6 := refSeed(x, 4, g), refSeed(x, 6, g)
 		e4, e6 := refBlockSSE(x, s4, g), refBlockSSE(x, s6, g)
-		want := s4
-		if e6 < e4 {
-			want = s6
-		}
+		want := refFourSix(x, g)
 		if fs.Scales[blk] != want {
 			t.Fatalf("four_six block %d: code %#x, want %#x (seeds %#x/%g, %#x/%g)", blk, fs.Scales[blk], want, s4, e4, s6, e6)
 		}
@@ -183,6 +180,34 @@ func TestFourSixAndLeastSquares(t *testing.T) {
 		t.Fatal("least_squares improved no block: the refinement never ran")
 	}
 	t.Logf("least_squares beat four_six on %d of %d blocks", better, len(fs.Scales))
+}
+
+// Weights so large that every candidate's block error overflows to +Inf
+// keep GPT-QModel's starting code, 1.0 (0x38), as its best_local does; the
+// code 0 (a zero divisor) was written before.
+func TestGPTQModelRecipesHugeWeights(t *testing.T) {
+	rows, cols := 4, 64
+	w := testWeights(rows, cols, 9)
+	for i := range w {
+		w[i] *= 1e22
+	}
+	b := &Backend{Workers: 2}
+	for _, recipe := range []string{"four_six", "least_squares"} {
+		r, err := b.QuantizeNVFP4(context.Background(), mat(rows, cols, w), kernels.NVFP4Options{Recipe: recipe}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for blk, c := range r.Scales {
+			x := w[16*blk : 16*blk+16]
+			want := refFourSix(x, r.Scale2)
+			if recipe == "least_squares" {
+				want = refLeastSquares(x, r.Scale2)
+			}
+			if c != want || c == 0 {
+				t.Fatalf("%s block %d: code %#x, plain reference %#x", recipe, blk, c, want)
+			}
+		}
+	}
 }
 
 // A block whose two seeds give the same code (and so the same error) keeps

@@ -44,8 +44,9 @@ __device__ __forceinline__ unsigned int nvr_ls_refine(const float *x, float d, f
 // nvfp4_gptq: one thread a 16-value block (nblocks = rows·cols/16) with
 // global scale g. Seeds M = 4 then M = 6: f32(bamax / f32(M·g)) (0x38 for
 // a zero block), each kept when its error is strictly below the best so
-// far (which starts at +inf: M = 4 wins a tie; when every error is +inf the
-// code stays 0, as on the CPU). least_squares (refine ≠ 0) then refines
+// far (which starts at +inf, the code at 0x38 = 1.0, GPT-QModel's
+// best_local: M = 4 wins a tie; when every error is +inf the code stays
+// 0x38, as on the CPU). least_squares (refine ≠ 0) then refines
 // each seed's values, then the best's once more, each kept only when
 // strictly better.
 extern "C" __global__ void nvfp4_gptq(const float *w, unsigned char *packed, unsigned char *scales,
@@ -53,7 +54,7 @@ extern "C" __global__ void nvfp4_gptq(const float *w, unsigned char *packed, uns
     for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < nblocks; k += (long long)gridDim.x * blockDim.x) {
         float x[16], bamax = 0.f;
         for (int j = 0; j < 16; j++) { x[j] = w[16 * k + j]; bamax = fmaxf(bamax, fabsf(x[j])); }
-        unsigned int best = 0, seed[2];
+        unsigned int best = 0x38u, seed[2];
         float bestErr = __int_as_float(0x7f800000);
         for (int s = 0; s < 2; s++) {
             float m = s == 0 ? 4.f : 6.f;
