@@ -44,7 +44,24 @@ type FP8Options struct {
 	// Otherwise the scale is direct (ModelOpt, compressed-tensors):
 	// scale = f32(amax / fp8_max), q = cast(clamp(f32(w / scale))), w = q · scale.
 	Inverse bool
+	// Half is the 16-bit dtype (HalfBF16 or HalfF16) a producer divides a
+	// direct scale in, "" for float32. PyTorch keeps a 16-bit weight's dtype
+	// when it divides it by a 0-dim float32 scale (ModelOpt's per-tensor
+	// export) or by a scale of its own dtype (compressed-tensors): the
+	// scale is rounded to Half, w / scale computed in float32 and rounded to
+	// Half, then cast to FP8 — two roundings, which move a few percent of
+	// the codes. Not used with Inverse (GPT-QModel divides in float32).
+	Half string
+	// HalfScale computes and stores the scale itself in Half, Half(amax /
+	// fp8_max): compressed-tensors' observer works in the weight's dtype.
+	HalfScale bool
 }
+
+// The 16-bit dtypes of FP8Options.Half.
+const (
+	HalfBF16 = "bf16"
+	HalfF16  = "f16"
+)
 
 // FP8Result is an FP8-quantized matrix.
 type FP8Result struct {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/internal/userfile"
@@ -208,6 +209,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 	}
 	var tensors []safetensors.WriteTensor
 	shape := []uint64{uint64(w.Rows), uint64(w.Cols)}
+	divides := "f32" // the dtype w / scale is rounded to before the FP8 or E2M1 cast
 	if p.Format == "nvfp4" {
 		opt := kernels.NVFP4Options{Recipe: p.Recipe}
 		if p.Data != "" {
@@ -227,10 +229,25 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 		tensors = nvfp4Tensors(module, p.Naming, r)
 	} else {
 		fmt8 := strings.TrimPrefix(p.Format, "fp8_")
-		inverse := p.Naming == scheme.NamingGPTQM
-		r, err := env.Backend.QuantizeFP8(ctx, w, kernels.FP8Options{Format: fmt8, Scale: p.Scale, Block: blk, Inverse: inverse}, progress)
+		opt := kernels.FP8Options{Format: fmt8, Scale: p.Scale, Block: blk, Inverse: p.Naming == scheme.NamingGPTQM}
+		inverse := opt.Inverse
+		// A 16-bit weight keeps its dtype through a direct division: by
+		// ModelOpt's 0-dim per-tensor scale, and by compressed-tensors'
+		// scale, which its observer computes in that dtype.
+		if half := halfDType(m); half != "" && !inverse {
+			switch {
+			case p.Naming == scheme.NamingCT:
+				opt.Half, opt.HalfScale = half, true
+			case p.Naming == scheme.NamingModelOpt && p.Scale == kernels.ScaleTensor:
+				opt.Half = half
+			}
+		}
+		r, err := env.Backend.QuantizeFP8(ctx, w, opt, progress)
 		if err != nil {
 			return nil, fmt.Errorf("module %q: %w", module, err)
+		}
+		if opt.Half != "" {
+			divides = opt.Half
 		}
 		md[scheme.MetaRecipe] = p.Scale
 		md[scheme.MetaScale] = "direct"
@@ -240,7 +257,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 		if p.Scale == kernels.ScaleBlock {
 			md[scheme.MetaBlock] = fmt.Sprintf("%d,%d", blk[0], blk[1])
 		}
-		tensors = fp8Tensors(module, p.Naming, fmt8, shape, r)
+		tensors = fp8Tensors(module, p.Naming, fmt8, shape, r, opt)
 	}
 	if bias, ok := m.Info("bias"); ok {
 		b, err := env.Checkpoint.ReadTensor(bias.Name, 0, int64(bias.NBytes))
@@ -269,7 +286,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 	return &Result{
 		JSON: map[string]any{
 			"module": module, "shape": []int{w.Rows, w.Cols}, "format": p.Format, "recipe": md[scheme.MetaRecipe],
-			"naming": p.Naming, "tensors": names, "file": file.Name, "bytes": len(data),
+			"naming": p.Naming, "tensors": names, "file": file.Name, "bytes": len(data), "divides_in": divides,
 		},
 		Files: []File{file},
 	}, nil
@@ -321,10 +338,30 @@ func nvfp4Tensors(module, naming string, r *kernels.NVFP4Result) []safetensors.W
 	}
 }
 
+// halfDType is the 16-bit dtype of a module stored as BF16 or F16 (the
+// dtype its producer would hold the weight in), "" otherwise: a quantized
+// module's dequantized values are float32.
+func halfDType(m *scheme.Module) string {
+	if m.Quantized {
+		return ""
+	}
+	if t, ok := m.Info("weight"); ok {
+		switch t.DType {
+		case safetensors.BF16:
+			return kernels.HalfBF16
+		case safetensors.F16:
+			return kernels.HalfF16
+		}
+	}
+	return ""
+}
+
 // fp8Tensors lays out an FP8 result: GPT-QModel's weight_scale_inv, or the
-// direct weight_scale of ModelOpt and compressed-tensors (a row scale as
-// compressed-tensors' channel shape [out, 1]).
-func fp8Tensors(module, naming, format string, shape []uint64, r *kernels.FP8Result) []safetensors.WriteTensor {
+// direct weight_scale of ModelOpt (a 0-dim tensor scale, an [out] row
+// scale) and of compressed-tensors (in the weight's dtype when its
+// observer computed it so, the tensor scale [1], the channel scale
+// [out, 1]).
+func fp8Tensors(module, naming, format string, shape []uint64, r *kernels.FP8Result, opt kernels.FP8Options) []safetensors.WriteTensor {
 	dt := safetensors.F8_E4M3
 	if format == kernels.FP8E5M2 {
 		dt = safetensors.F8_E5M2
@@ -333,15 +370,39 @@ func fp8Tensors(module, naming, format string, shape []uint64, r *kernels.FP8Res
 	for i, d := range r.ScaleShape {
 		sshape[i] = uint64(d)
 	}
-	scaleName := module + ".weight_scale_inv"
+	scaleName, sdt, sdata := module+".weight_scale_inv", safetensors.F32, f32Bytes(r.Scales)
 	if naming != scheme.NamingGPTQM {
 		scaleName = module + ".weight_scale"
-		if len(sshape) == 1 {
+	}
+	if naming == scheme.NamingCT {
+		switch len(sshape) {
+		case 0:
+			sshape = []uint64{1}
+		case 1:
 			sshape = append(sshape, 1)
+		}
+		if opt.HalfScale {
+			sdt, sdata = halfBytes(opt.Half, r.Scales)
 		}
 	}
 	return []safetensors.WriteTensor{
 		{Name: module + ".weight", DType: dt, Shape: shape, Data: r.Codes},
-		{Name: scaleName, DType: safetensors.F32, Shape: sshape, Data: f32Bytes(r.Scales)},
+		{Name: scaleName, DType: sdt, Shape: sshape, Data: sdata},
 	}
+}
+
+// halfBytes stores values already rounded to a 16-bit dtype in it.
+func halfBytes(half string, v []float32) (safetensors.DType, []byte) {
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		h := numeric.Float32ToBF16(x)
+		if half == kernels.HalfF16 {
+			h = numeric.Float32ToF16(x)
+		}
+		binary.LittleEndian.PutUint16(b[2*i:], h)
+	}
+	if half == kernels.HalfF16 {
+		return safetensors.F16, b
+	}
+	return safetensors.BF16, b
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/formats/scheme"
+	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/kernels/cpu"
 )
 
@@ -390,5 +392,114 @@ func TestActivationsOfEmptyWeight(t *testing.T) {
 	os.WriteFile(p, make([]byte, 64), 0o644)
 	if _, err := ReadActivations(p, 0); err == nil || !strings.Contains(err.Error(), "rule local-hessian-data") {
 		t.Errorf("activations for a 0-column weight: %v", err)
+	}
+}
+
+// A BF16 module keeps its dtype through a direct division, as its
+// producers' PyTorch code does: compressed-tensors computes and stores the
+// scale in BF16 (its tensor scale [1], its channel scale [out, 1]) and
+// divides in BF16; ModelOpt's per-tensor export divides by its 0-dim F32
+// scale in BF16, its per-row [out] F32 scale in float32; GPT-QModel
+// multiplies in float32. The codes are the kernel's under those options,
+// and the written file reads back to codes · scale.
+func TestQuantizeSixteenBitSource(t *testing.T) {
+	const rows, cols = 24, 64
+	r := rand.New(rand.NewPCG(8, 9))
+	w := make([]float32, rows*cols)
+	wb := make([]byte, 2*len(w))
+	for i := range w {
+		h := numeric.Float32ToBF16(float32(r.NormFloat64() * 0.02))
+		w[i] = numeric.BF16ToFloat32(h)
+		binary.LittleEndian.PutUint16(wb[2*i:], h)
+	}
+	data, err := safetensors.Encode([]safetensors.WriteTensor{
+		{Name: testModule + ".weight", DType: safetensors.BF16, Shape: []uint64{rows, cols}, Data: wb},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "bf16.safetensors")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := load(t, p)
+	for _, c := range []struct {
+		params     string
+		opt        kernels.FP8Options
+		scaleDType safetensors.DType
+		scaleShape []uint64
+	}{
+		{`{"format":"fp8_e4m3","scale":"tensor","naming":"compressed-tensors"}`,
+			kernels.FP8Options{Scale: "tensor", Half: "bf16", HalfScale: true}, safetensors.BF16, []uint64{1}},
+		{`{"format":"fp8_e4m3","scale":"row","naming":"compressed-tensors"}`,
+			kernels.FP8Options{Scale: "row", Half: "bf16", HalfScale: true}, safetensors.BF16, []uint64{rows, 1}},
+		{`{"format":"fp8_e4m3","scale":"tensor","naming":"modelopt"}`,
+			kernels.FP8Options{Scale: "tensor", Half: "bf16"}, safetensors.F32, []uint64{}},
+		{`{"format":"fp8_e4m3","scale":"row","naming":"modelopt"}`,
+			kernels.FP8Options{Scale: "row"}, safetensors.F32, []uint64{rows}},
+		{`{"format":"fp8_e4m3","scale":"tensor","naming":"gptqmodel"}`,
+			kernels.FP8Options{Scale: "tensor", Inverse: true}, safetensors.F32, []uint64{}},
+	} {
+		op, _ := Lookup("quantize")
+		res, err := op(context.Background(), Env{Checkpoint: src, Backend: &cpu.Backend{Workers: 2}}, testModule, json.RawMessage(c.params))
+		if err != nil {
+			t.Fatalf("%s: %v", c.params, err)
+		}
+		want := "f32"
+		if c.opt.Half != "" {
+			want = c.opt.Half
+		}
+		if got := res.JSON.(map[string]any)["divides_in"]; got != want {
+			t.Errorf("%s: divides_in %v, want %s", c.params, got, want)
+		}
+		h, err := safetensors.Parse("q", res.Files[0].Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.opt.Format = "e4m3"
+		ref, err := (&cpu.Backend{Workers: 1}).QuantizeFP8(context.Background(), kernels.Matrix{Rows: rows, Cols: cols, Data: w}, c.opt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tn := range h.Tensors {
+			body := res.Files[0].Data[h.DataStart()+int64(tn.Begin) : h.DataStart()+int64(tn.End)]
+			switch {
+			case tn.Name == testModule+".weight":
+				if string(body) != string(ref.Codes) {
+					t.Errorf("%s: codes differ from the kernel's under %+v", c.params, c.opt)
+				}
+			case strings.HasPrefix(tn.Name, testModule+".weight_scale"):
+				if tn.DType != c.scaleDType || !slices.Equal(tn.Shape, c.scaleShape) {
+					t.Errorf("%s: %s %s %v, want %s %v", c.params, tn.Name, tn.DType, tn.Shape, c.scaleDType, c.scaleShape)
+				}
+			}
+		}
+		dir := t.TempDir()
+		qp := filepath.Join(dir, "q.safetensors")
+		if err := os.WriteFile(qp, res.Files[0].Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		q := load(t, qp)
+		m, ok := q.Module(testModule)
+		if !ok || !m.Quantized {
+			t.Fatalf("%s: module %+v", c.params, m)
+		}
+		got, err := scheme.Dequantize(m, q, 0, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range got {
+			s := ref.Scales[0]
+			if len(ref.Scales) == rows {
+				s = ref.Scales[i/cols]
+			}
+			v := numeric.E4M3ToFloat32(ref.Codes[i]) * s
+			if c.opt.Inverse {
+				v = numeric.E4M3ToFloat32(ref.Codes[i]) / s
+			}
+			if math.Float32bits(x) != math.Float32bits(v) {
+				t.Fatalf("%s: value %d decodes to %g, the codes and scales mean %g", c.params, i, x, v)
+			}
+		}
 	}
 }

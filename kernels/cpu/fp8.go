@@ -78,6 +78,31 @@ func fp8Scale(amax, fmax float32, inverse bool) float32 {
 	return s
 }
 
+// halfRounder is the round-to-nearest-even of a 16-bit dtype, and its
+// smallest and largest positive finite values (a scale held within them).
+type halfRounder struct {
+	round    func(float32) float32
+	tiny, hi float32
+}
+
+func halfRounderOf(half string) (*halfRounder, error) {
+	switch half {
+	case "":
+		return nil, nil
+	case kernels.HalfBF16:
+		return &halfRounder{func(x float32) float32 { return numeric.BF16ToFloat32(numeric.Float32ToBF16(x)) }, 0x1p-133, 0x1.fep127}, nil
+	case kernels.HalfF16:
+		return &halfRounder{func(x float32) float32 { return numeric.F16ToFloat32(numeric.Float32ToF16(x)) }, 0x1p-24, 65504}, nil
+	}
+	return nil, fmt.Errorf("rule fp8-half: unknown 16-bit dtype %q (want bf16 or f16)", half)
+}
+
+// scale rounds a positive scale to the dtype, kept positive and finite so
+// that w / scale stays within the clamp.
+func (h *halfRounder) scale(s float32) float32 {
+	return min(max(h.round(s), h.tiny), h.hi)
+}
+
 // QuantizeFP8 implements kernels.Quantizer.
 func (b *Backend) QuantizeFP8(ctx context.Context, w kernels.Matrix, opt kernels.FP8Options, p kernels.Progress) (*kernels.FP8Result, error) {
 	if err := checkWeight(w); err != nil {
@@ -90,6 +115,13 @@ func (b *Backend) QuantizeFP8(ctx context.Context, w kernels.Matrix, opt kernels
 	br, bc, shape, err := fp8Grid(opt, w.Rows, w.Cols)
 	if err != nil {
 		return nil, err
+	}
+	h16, err := halfRounderOf(opt.Half)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Inverse {
+		h16 = nil
 	}
 	half := func(done, total int64) {
 		if p != nil {
@@ -109,7 +141,11 @@ func (b *Backend) QuantizeFP8(ctx context.Context, w kernels.Matrix, opt kernels
 			for r := i * br; r < (i+1)*br; r++ {
 				m = max(m, ra[r*nbc+k])
 			}
-			scales[i*nbc+k] = fp8Scale(m, codec.max, opt.Inverse)
+			s := fp8Scale(m, codec.max, opt.Inverse)
+			if h16 != nil && opt.HalfScale {
+				s = h16.scale(s)
+			}
+			scales[i*nbc+k] = s
 		}
 	}
 	codes := make([]byte, len(w.Data))
@@ -120,6 +156,14 @@ func (b *Backend) QuantizeFP8(ctx context.Context, w kernels.Matrix, opt kernels
 			out := codes[r*w.Cols : (r+1)*w.Cols]
 			for k := range nbc {
 				s := scales[(r/br)*nbc+k]
+				if h16 != nil {
+					// Half(w / Half(scale)), then the FP8 cast
+					d := h16.scale(s)
+					for j := k * bc; j < (k+1)*bc; j++ {
+						out[j] = codec.encode(min(max(h16.round(row[j]/d), -fmax), fmax))
+					}
+					continue
+				}
 				for j := k * bc; j < (k+1)*bc; j++ {
 					var v float32
 					if opt.Inverse {

@@ -45,11 +45,16 @@ func lossesMayOverflow(xamax, wamax float32) bool {
 // QuantizeFP8 runs FP8 quantization on the GPU (ptx/fp8_quant.cu): e4m3 or
 // e5m2, tensor, row or block scales, inverse or direct, with the codes and
 // scales of the CPU backend bit for bit. Input the CPU refuses runs there,
-// for its error; without a usable GPU everything runs there.
+// for its error, and so does a direct scale divided in 16 bits
+// (FP8Options.Half); without a usable GPU everything runs there.
 func (b *Backend) QuantizeFP8(ctx context.Context, w kernels.Matrix, opt kernels.FP8Options, p kernels.Progress) (*kernels.FP8Result, error) {
 	cpuRun := func() (*kernels.FP8Result, error) { return b.Backend.QuantizeFP8(ctx, w, opt, p) }
 	rows, cols := w.Rows, w.Cols
 	if rows <= 0 || cols <= 0 || len(w.Data) != rows*cols {
+		return cpuRun()
+	}
+	if opt.Half != "" && !opt.Inverse {
+		// the 16-bit quotient (FP8Options.Half) has no kernel here: the CPU's
 		return cpuRun()
 	}
 	var e5 bool
