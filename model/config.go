@@ -49,11 +49,15 @@ type rawConfig struct {
 	Eps           *float64        `json:"rms_norm_eps"`
 	RopeTheta     *float64        `json:"rope_theta"`
 	RopeScaling   json.RawMessage `json:"rope_scaling"`
-	Tied          *bool           `json:"tie_word_embeddings"`
-	HiddenAct     string          `json:"hidden_act"`
-	AttentionBias bool            `json:"attention_bias"`
-	MLPBias       bool            `json:"mlp_bias"`
-	TextConfig    *rawConfig      `json:"text_config"`
+	// transformers 5 writes rope_parameters ({"rope_type", "rope_theta",
+	// and the type's parameters}) instead of rope_theta and rope_scaling.
+	RopeParameters json.RawMessage `json:"rope_parameters"`
+	ropeField      string          // where RopeScaling came from, for errors
+	Tied           *bool           `json:"tie_word_embeddings"`
+	HiddenAct      string          `json:"hidden_act"`
+	AttentionBias  bool            `json:"attention_bias"`
+	MLPBias        bool            `json:"mlp_bias"`
+	TextConfig     *rawConfig      `json:"text_config"`
 }
 
 // ParseConfig reads a Llama config.json (a multimodal one's text_config
@@ -79,6 +83,9 @@ func ParseConfig(configJSON []byte) (*Config, error) {
 		ModelType: r.ModelType, AttentionBias: r.AttentionBias, MLPBias: r.MLPBias}
 	if r.Eps != nil {
 		c.Eps = *r.Eps
+	}
+	if err := r.ropeParameters(); err != nil {
+		return nil, err
 	}
 	if r.RopeTheta != nil {
 		c.RopeTheta = *r.RopeTheta
@@ -122,6 +129,44 @@ func ParseConfig(configJSON []byte) (*Config, error) {
 	return c, nil
 }
 
+// ropeParameters reads transformers 5's rope_parameters, which replaces
+// rope_theta and rope_scaling (its theta inside it, its type and the
+// type's parameters as rope_scaling held them): when present it is what
+// the model uses.
+func (r *rawConfig) ropeParameters() error {
+	if len(r.RopeParameters) == 0 || string(r.RopeParameters) == "null" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(r.RopeParameters, &m); err != nil {
+		return fmt.Errorf("config.json: rope_parameters: %w", err)
+	}
+	for k, v := range m {
+		if len(v) > 0 && v[0] == '{' {
+			return fmt.Errorf("config.json: rope_parameters: %q holds its own parameters (one set a layer type): the Llama forward has one RoPE for every layer", k)
+		}
+	}
+	if raw, ok := m["rope_theta"]; ok {
+		var theta float64
+		if err := json.Unmarshal(raw, &theta); err != nil {
+			return fmt.Errorf("config.json: rope_parameters.rope_theta: %w", err)
+		}
+		r.RopeTheta = &theta
+	}
+	_, typed := m["rope_type"]
+	if _, old := m["type"]; typed || old {
+		r.RopeScaling, r.ropeField = r.RopeParameters, "rope_parameters"
+	}
+	return nil
+}
+
+func (r *rawConfig) ropeScalingField() string {
+	if r.ropeField != "" {
+		return r.ropeField
+	}
+	return "rope_scaling"
+}
+
 // scaling reads rope_scaling into c.Scaling.
 func (r *rawConfig) scaling(c *Config) error {
 	if len(r.RopeScaling) > 0 && string(r.RopeScaling) != "null" {
@@ -132,7 +177,7 @@ func (r *rawConfig) scaling(c *Config) error {
 		}
 		var m map[string]any
 		if err := json.Unmarshal(r.RopeScaling, &m); err != nil {
-			return fmt.Errorf("config.json: rope_scaling: %w", err)
+			return fmt.Errorf("config.json: %s: %w", r.ropeScalingField(), err)
 		}
 		get := func(k string) float64 { f, _ := m[k].(float64); return f }
 		s.Type, _ = m["rope_type"].(string)
@@ -144,11 +189,11 @@ func (r *rawConfig) scaling(c *Config) error {
 		case "default":
 		case "llama3":
 			if !(s.Factor > 0) || !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || !(s.OriginalMaxPosition > 0) {
-				return fmt.Errorf("config.json: rope_scaling llama3 needs factor, low_freq_factor < high_freq_factor and original_max_position_embeddings, got %s", r.RopeScaling)
+				return fmt.Errorf("config.json: %s llama3 needs factor, low_freq_factor < high_freq_factor and original_max_position_embeddings, got %s", r.ropeScalingField(), r.RopeScaling)
 			}
 			c.Scaling = &RopeScaling{Factor: s.Factor, LowFreqFactor: s.LowFreqFactor, HighFreqFactor: s.HighFreqFactor, OriginalMaxPosition: s.OriginalMaxPosition}
 		default:
-			return fmt.Errorf("config.json: rope_scaling type %q: the forward implements llama3 (and none)", s.Type)
+			return fmt.Errorf("config.json: %s type %q: the forward implements llama3 (and none)", r.ropeScalingField(), s.Type)
 		}
 	}
 	return nil

@@ -3,6 +3,8 @@ package model
 import (
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/quantscope/quantscope/kernels/cpu"
@@ -71,6 +73,45 @@ func TestConfigRefusesNonFiniteNumerics(t *testing.T) {
 	for i, v := range cfg.InvFreq() {
 		if !(v > 0) || math.IsInf(float64(v), 1) {
 			t.Fatalf("inverse frequency %d of the model's own config: %v", i, v)
+		}
+	}
+}
+
+// transformers 5 writes rope_parameters (theta, type and the type's
+// parameters together) instead of rope_theta and rope_scaling: a Llama 3.1
+// config in either layout rotates alike, and one holding only
+// rope_parameters no longer falls back to theta 10000 without scaling.
+func TestConfigRopeParameters(t *testing.T) {
+	const sizes = `"model_type":"llama","num_hidden_layers":2,"hidden_size":256,"intermediate_size":512,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":300`
+	const band = `"factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192`
+	legacy, err := ParseConfig([]byte(`{` + sizes + `,"rope_theta":500000.0,"rope_scaling":{"rope_type":"llama3",` + band + `}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []string{
+		`{` + sizes + `,"rope_parameters":{"rope_type":"llama3","rope_theta":500000.0,` + band + `}}`,
+		`{"architectures":["X"],"text_config":{` + sizes + `,"rope_parameters":{"rope_theta":500000.0,"rope_type":"llama3",` + band + `}}}`,
+		// both written: rope_parameters is what transformers 5 reads
+		`{` + sizes + `,"rope_theta":10000.0,"rope_scaling":null,"rope_parameters":{"rope_type":"llama3","rope_theta":500000.0,` + band + `}}`,
+	} {
+		c, err := ParseConfig([]byte(cfg))
+		if err != nil {
+			t.Fatalf("%s: %v", cfg, err)
+		}
+		if c.RopeTheta != 500000 || c.Scaling == nil || *c.Scaling != *legacy.Scaling || !slices.Equal(c.InvFreq(), legacy.InvFreq()) {
+			t.Errorf("%s: theta %g, scaling %+v; want the legacy layout's %g, %+v", cfg, c.RopeTheta, c.Scaling, legacy.RopeTheta, legacy.Scaling)
+		}
+	}
+	c, err := ParseConfig([]byte(`{` + sizes + `,"rope_parameters":{"rope_type":"default","rope_theta":1000000.0}}`))
+	if err != nil || c.RopeTheta != 1e6 || c.Scaling != nil {
+		t.Errorf("default rope_parameters: %+v, %v", c, err)
+	}
+	for cfg, want := range map[string]string{
+		`{` + sizes + `,"rope_parameters":{"rope_type":"yarn","rope_theta":1e6,"factor":4.0}}`:                                 `rope_parameters type "yarn"`,
+		`{` + sizes + `,"rope_parameters":{"full_attention":{"rope_type":"default","rope_theta":1e6},"sliding_attention":{}}}`: "one set a layer type",
+	} {
+		if _, err := ParseConfig([]byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", cfg, err, want)
 		}
 	}
 }
