@@ -217,7 +217,9 @@ func (s *RowStream) openFP8(d *dq) error {
 		return err
 	}
 	s.tensorSc = sc.elements() == 1
-	if s.scaleDec, err = numeric.DecoderFor(sc.DType); err != nil {
+	if sc.DType == safetensors.U8 && d.m.Format == FormatMXFP8 {
+		s.scaleDec = numeric.DecodeE8M0 // uint8 exponents, as scaleFloats reads them
+	} else if s.scaleDec, err = numeric.DecoderFor(sc.DType); err != nil {
 		return d.fail(sc, "dtype", err.Error())
 	}
 	s.w, s.sc, s.kind = w, sc, streamFP8

@@ -38,6 +38,9 @@ func TestRowStreamEqualsDequantize(t *testing.T) {
 		{"nvfp4", synth.NVFP4ModelOpt("m", w16, 2, safetensors.F32), &Scheme{Method: "modelopt", Family: FamilyNVFP4}, streamNVFP4},
 		{"dense", synth.Dense("m.weight", w), nil, streamDense},
 		{"gptq", synth.GPTQ("m", w16, 4, 128), &Scheme{Method: "gptq", Bits: 4, GroupSize: 128, CheckpointFormat: "gptq"}, streamGeneric},
+		// compressed-tensors' MXFP8 stores its E8M0 exponents as uint8: read
+		// as 2^(e−127), not as the integer e
+		{"mxfp8-u8-scales", mxfp8U8("m", 40, 256), &Scheme{Method: "compressed-tensors", Family: FamilyMXFP8}, streamFP8},
 	}
 	for _, c := range cases {
 		mem := newMem(t, c.ts)
@@ -108,5 +111,23 @@ func TestRowStreamErrors(t *testing.T) {
 	m = Group(mem.infos(), &Scheme{Method: "modelopt", Family: FamilyNVFP4}, nil)[0]
 	if _, err := OpenRows(m, mem); err == nil || !strings.Contains(err.Error(), `"m"`) || !strings.Contains(err.Error(), "m.weight_scale") || !strings.Contains(err.Error(), "scale-shape") {
 		t.Fatalf("bad scale shape: %v", err)
+	}
+}
+
+// mxfp8U8 is an MXFP8 weight [rows, cols] (E4M3 codes, every code in turn)
+// with its block-32 scales as compressed-tensors writes them: uint8
+// exponents, 2^(e−127), here 120..134.
+func mxfp8U8(name string, rows, cols int) []safetensors.WriteTensor {
+	codes := make([]byte, rows*cols)
+	for i := range codes {
+		codes[i] = byte(i*7) &^ 0x7F | byte(i%0x7F) // no 0x7F/0xFF (NaN)
+	}
+	scales := make([]byte, rows*cols/32)
+	for i := range scales {
+		scales[i] = byte(120 + i%15)
+	}
+	return []safetensors.WriteTensor{
+		{Name: name + ".weight", DType: safetensors.F8_E4M3, Shape: []uint64{uint64(rows), uint64(cols)}, Data: codes},
+		{Name: name + ".weight_scale", DType: safetensors.U8, Shape: []uint64{uint64(rows), uint64(cols / 32)}, Data: scales},
 	}
 }
