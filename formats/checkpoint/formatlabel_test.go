@@ -468,3 +468,63 @@ func TestModelOptINT4AWQ(t *testing.T) {
 	}
 	ck.Close()
 }
+
+// compressed-tensors tiles an FP8 "block" weight by its block_structure,
+// the last blocks partial: a [200, 300] weight in 128×128 blocks has [2, 3]
+// scales, which the scale's shape alone reads as 100×100 blocks. Each
+// value is its code times the scale of the 128×128 block holding it.
+func TestCTBlockStructure(t *testing.T) {
+	const rows, cols = 200, 300
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(math.Sin(0.37*float64(i))) * float32(1+(i/cols)/128*3+(i%cols)/128)
+	}
+	ts := synth.FP8Block("model.layers.0.self_attn.kv_a_proj_with_mqa", synth.Matrix{Shape: []uint64{rows, cols}, Data: w}, 128)
+	for i := range ts {
+		ts[i].Name = strings.Replace(ts[i].Name, "weight_scale_inv", "weight_scale", 1) // compressed-tensors' name, a multiplier too
+	}
+	for _, c := range []struct {
+		block string
+		want  []int
+	}{{"[128,128]", []int{128, 128}}, {"[64,128]", []int{64, 128}}} {
+		dir := ctRepo(t, `{"quant_method":"compressed-tensors","format":"float-quantized","config_groups":{"group_0":{"targets":["Linear"],
+			"weights":{"num_bits":8,"type":"float","symmetric":true,"strategy":"block","block_structure":`+c.block+`}}}}`, ts)
+		ck, err := loadPath(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := ck.Module("model.layers.0.self_attn.kv_a_proj_with_mqa")
+		if !ok || m.Layout != scheme.LayoutFP8Block || !slices.Equal(m.Block, c.want) {
+			t.Fatalf("block_structure %s: module %+v", c.block, m)
+		}
+		if c.want[0] != 128 { // the file's [2, 3] scales do not tile 64-row blocks: said, not decoded wrong
+			if !hasRule(ck.Findings, "scale-shape") {
+				t.Errorf("block_structure %s against [2, 3] scales: no scale-shape finding: %+v", c.block, ck.Findings)
+			}
+			continue
+		}
+		if len(ck.Findings) != 0 {
+			t.Errorf("findings on a valid export: %+v", ck.Findings)
+		}
+		got, err := scheme.Dequantize(m, ck, 0, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes, scales := ts[0].Data, f32sOf(ts[1].Data)
+		for i, v := range got {
+			r, col := i/cols, i%cols
+			want := numeric.E4M3ToFloat32(codes[i]) * scales[(r/128)*3+col/128]
+			if math.Float32bits(v) != math.Float32bits(want) {
+				t.Fatalf("[%d, %d] = %g, want code × its 128×128 block's scale %g", r, col, v, want)
+			}
+		}
+	}
+}
+
+func f32sOf(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}

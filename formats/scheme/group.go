@@ -533,6 +533,27 @@ func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
 	}
 }
 
+// ctBlock is the block_structure [R, C] of the compressed-tensors config
+// group that quantizes module name with strategy "block" (nil when none
+// does, or it is not two sizes in 1..maxBlock). compressed-tensors tiles
+// the weight by it, the last blocks partial: a [576, in] weight in 128-row
+// blocks has 5 scale rows, which the scale's shape alone would read as
+// blocks of 116.
+func ctBlock(s *Scheme, name string) []int {
+	if s == nil || len(s.Groups) == 0 {
+		return nil
+	}
+	g := s.groupFor(name)
+	if g == nil || g.Weights == nil || g.Weights.Strategy != "block" {
+		return nil
+	}
+	b := g.Weights.BlockStructure
+	if len(b) != 2 || b[0] <= 0 || b[1] <= 0 || b[0] > maxBlock || b[1] > maxBlock {
+		return nil
+	}
+	return b
+}
+
 // fp8Layout reads the scale's shape against the weight's.
 func fp8Layout(m *Module, w, scale *TensorInfo, s *Scheme) string {
 	if scale == nil {
@@ -552,6 +573,8 @@ func fp8Layout(m *Module, w, scale *TensorInfo, s *Scheme) string {
 	if len(scale.Shape) == 2 {
 		br, bc := 128, 128
 		if b := s.WeightBlockSize; len(b) == 2 {
+			br, bc = b[0], b[1]
+		} else if b := ctBlock(s, m.Name); b != nil {
 			br, bc = b[0], b[1]
 		} else if scale.Shape[0] > 0 && scale.Shape[1] > 0 {
 			br, bc = blockOf(out, scale.Shape[0]), blockOf(in, scale.Shape[1])
