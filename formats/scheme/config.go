@@ -67,7 +67,7 @@ type Scheme struct {
 	Bits             int                   `json:"bits,omitempty"`
 	GroupSize        int                   `json:"group_size,omitempty"`
 	Symmetric        *bool                 `json:"symmetric,omitempty"`
-	CheckpointFormat string                `json:"checkpoint_format,omitempty"` // gptq | gptq_v2
+	CheckpointFormat string                `json:"checkpoint_format,omitempty"` // gptq | gptq_v2 | gptq_p
 	DescAct          bool                  `json:"desc_act,omitempty"`
 	FP8Format        string                `json:"fp8_format,omitempty"` // e4m3 | e5m2 | ...
 	WeightBlockSize  []int                 `json:"weight_block_size,omitempty"`
@@ -281,6 +281,22 @@ func (s *Scheme) readQuantizationConfig(qc *obj) error {
 		s.CheckpointFormat = strings.ToLower(qc.str("checkpoint_format"))
 		if method == "gptq" && s.CheckpointFormat == "" {
 			s.CheckpointFormat = "gptq"
+		}
+		if method == "gptq" {
+			switch s.CheckpointFormat {
+			case "gptq", "gptq_v2":
+			case "gptq_p":
+				// GPT-QModel's planar layout: 2-, 4- and 8-bit words are
+				// those of gptq/gptq_v2, its zero points v2's (as stored);
+				// 3 bits split into a 2-bit and a 1-bit plane.
+				if b := qc.integer("bits"); b != 2 && b != 4 && b != 8 {
+					return &ConfigError{File: qc.file, Field: "quantization_config.checkpoint_format",
+						Msg: fmt.Sprintf("gptq_p (GPT-QModel's planar layout) at %d bits stores each code in separate bit planes, which quantscope does not decode yet (2, 4 and 8 bits it does)", b)}
+				}
+			default:
+				return &ConfigError{File: qc.file, Field: "quantization_config.checkpoint_format",
+					Msg: fmt.Sprintf("unknown GPTQ checkpoint_format %q (want gptq, gptq_v2 or gptq_p): its zero points and packing cannot be assumed", s.CheckpointFormat)}
+			}
 		}
 		if method == "awq" {
 			if s.Bits == 0 {

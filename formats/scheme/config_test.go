@@ -2,8 +2,11 @@ package scheme
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/quantscope/quantscope/synth"
 )
 
 func TestDetect(t *testing.T) {
@@ -186,6 +189,44 @@ func TestDeclared(t *testing.T) {
 		d, k := c.s.Declared(lin(c.name))
 		if d != c.declared || k != c.know {
 			t.Errorf("%s %s: declared %v known %v, want %v %v", c.s.Method, c.name, d, k, c.declared, c.know)
+		}
+	}
+}
+
+// GPT-QModel's gptq_p (planar) checkpoints store 2-, 4- and 8-bit words as
+// gptq does with v2's zero points (as stored, no +1): decoded as gptq_v2.
+// At 3 bits the codes are split into bit planes, which is refused by rule
+// rather than decoded as the continuous layout; so is a checkpoint_format
+// nobody defined (its zero points and packing cannot be assumed).
+func TestGPTQCheckpointFormats(t *testing.T) {
+	w := weights(3, 16, 256)
+	for _, c := range []struct {
+		format string
+		bits   int
+		layout string
+		err    string
+	}{
+		{"gptq", 4, LayoutGPTQ, ""},
+		{"gptq_v2", 4, LayoutGPTQv2, ""},
+		{"gptq_p", 4, LayoutGPTQv2, ""},
+		{"gptq_p", 8, LayoutGPTQv2, ""},
+		{"gptq_p", 3, "", "gptq_p (GPT-QModel's planar layout) at 3 bits"},
+		{"marlin", 4, "", `unknown GPTQ checkpoint_format "marlin"`},
+	} {
+		cfg := fmt.Sprintf(`{"quantization_config":{"quant_method":"gptq","bits":%d,"group_size":128,"sym":false,"checkpoint_format":%q}}`, c.bits, c.format)
+		s, err := Detect([]byte(cfg), nil)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "checkpoint_format") {
+				t.Errorf("%s %d-bit: %v, want an error saying %q", c.format, c.bits, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.format, err)
+		}
+		mem := newMem(t, synth.GPTQ("m", w, c.bits, 128))
+		if m := Group(mem.infos(), s, nil)[0]; m.Layout != c.layout {
+			t.Errorf("%s %d-bit: layout %s, want %s", c.format, c.bits, m.Layout, c.layout)
 		}
 	}
 }

@@ -469,7 +469,7 @@ func classifyGPTQorAWQ(m *Module, qw *TensorInfo, s *Scheme) {
 		m.WeightShape = []uint64{qw.Shape[1] * 8, qw.Shape[0]}
 	} else {
 		m.Format, m.Layout = fmt.Sprintf("int%d", m.Bits), LayoutGPTQ
-		if s.CheckpointFormat == "gptq_v2" {
+		if s.CheckpointFormat == "gptq_v2" || s.CheckpointFormat == "gptq_p" { // gptq_p: v2's zero points (2, 4, 8 bits)
 			m.Layout = LayoutGPTQv2
 		}
 		m.WeightShape = []uint64{qw.Shape[1], qw.Shape[0] * 32 / uint64(m.Bits)}

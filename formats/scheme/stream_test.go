@@ -120,7 +120,7 @@ func TestRowStreamErrors(t *testing.T) {
 func mxfp8U8(name string, rows, cols int) []safetensors.WriteTensor {
 	codes := make([]byte, rows*cols)
 	for i := range codes {
-		codes[i] = byte(i*7) &^ 0x7F | byte(i%0x7F) // no 0x7F/0xFF (NaN)
+		codes[i] = byte(i*7)&^0x7F | byte(i%0x7F) // no 0x7F/0xFF (NaN)
 	}
 	scales := make([]byte, rows*cols/32)
 	for i := range scales {
