@@ -25,6 +25,7 @@ type Boundary struct {
 // calibration order.
 type ActMaxReport struct {
 	Recipe     string
+	Attention  string // "" (NVFP4) or model.W4AFP8: the policy calibrated under
 	Boundaries []Boundary
 	Data       *Data
 }
@@ -53,12 +54,21 @@ func ActMax(ctx context.Context, m *model.Model, d *Data, o Options, hooks ActMa
 	if err != nil {
 		return nil, err
 	}
+	switch o.Attention {
+	case "", model.W4ANVFP4:
+		o.Attention = ""
+	case model.W4AFP8:
+	default:
+		return nil, fmt.Errorf("act_max: --attention %q: want fp8 (the mixed policy) or nvfp4", o.Attention)
+	}
 	L := m.Config.Layers
-	all := model.Producers(L)
-	rep := &ActMaxReport{Recipe: recipe, Data: d}
+	// Only NVFP4 carriers own a global scale: under the mixed policy the
+	// MLP's producers (GPT-QModel's nvfp4_producer_specs).
+	all := model.NVFP4Producers(L, o.Attention)
+	rep := &ActMaxReport{Recipe: recipe, Attention: o.Attention, Data: d}
 	scales := map[string]float32{}
 	var frozen []string
-	opt := model.Options{W4A: model.W4ANVFP4, Recipe: recipe, Scales: scales}
+	opt := model.Options{W4A: model.W4ANVFP4, Attention: o.Attention, Recipe: recipe, Scales: scales}
 	for l := range L {
 		pre := fmt.Sprintf("model.layers.%d.", l)
 		opt.Weights = model.NewWeightCache() // this layer's weights, read once
@@ -121,8 +131,9 @@ func (r *ActMaxReport) Scales() map[string]float32 {
 
 // MarshalJSON writes the report exactly as GPT-QModel's
 // (activation_calibration.py:194-196), keys in calibration order, float32
-// values in their shortest form; then "data", which GPT-QModel's lacks: the
-// file it was calibrated on (path and sha256), so that eval can refuse it.
+// values in their shortest form; then "attention" under the mixed policy
+// and "data", which GPT-QModel's lacks: the file it was calibrated on (path
+// and sha256), so that eval can refuse it.
 func (r *ActMaxReport) MarshalJSON() ([]byte, error) {
 	var b []byte
 	f := func(x float32) { b = strconv.AppendFloat(b, float64(x), 'g', -1, 32) }
@@ -154,6 +165,12 @@ func (r *ActMaxReport) MarshalJSON() ([]byte, error) {
 		b = append(b, '}')
 	}
 	b = append(b, `},"upstream_activations":"calibrated_encoded_carriers","weight_updates":0`...)
+	if r.Attention != "" {
+		// not in GPT-QModel's report: the policy, so that forward and eval
+		// can say why a mixed-policy report does not fit an NVFP4 run
+		b = append(b, `,"attention":`...)
+		b = strconv.AppendQuote(b, r.Attention)
+	}
 	if r.Data != nil {
 		b = append(b, `,"data":{"path":`...)
 		b = strconv.AppendQuote(b, r.Data.Path)

@@ -151,3 +151,49 @@ func TestActMaxReportJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Under the mixed policy (FP8 attention, NVFP4 MLP) act_max calibrates the
+// MLP's producers alone, in order, each observed in the mixed stream with
+// the earlier ones frozen: the same plain check, forwards under that
+// policy; and the report says so.
+func TestActMaxMixedPolicy(t *testing.T) {
+	ctx := context.Background()
+	m, _ := loadLlama(t, "gptq")
+	d := dataFile(t, 17, 23)
+	rep, err := ActMax(ctx, m, d, Options{Attention: model.W4AFP8}, ActMaxHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"model.layers.0.post_attention_residual", "model.layers.0.mlp.down_proj.input", "model.layers.1.post_attention_residual", "model.layers.1.mlp.down_proj.input"}
+	frozen := map[string]float32{}
+	for k, b := range rep.Boundaries {
+		if k >= len(want) || b.Name != want[k] {
+			t.Fatalf("boundary %d: %s, want %v", k, b.Name, want)
+		}
+		var amax float32
+		for _, seq := range d.Seqs {
+			_, err := m.Forward(ctx, seq, model.Options{W4A: model.W4ANVFP4, Attention: model.W4AFP8, Scales: frozen, Observe: func(p string, x kernels.Matrix) error {
+				if p == b.Name {
+					amax = max(amax, absMax(x.Data))
+				}
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if amax != b.Amax || b.GlobalScale != amax/(448*4) {
+			t.Fatalf("%s: amax %v scale %v; plain amax %v", b.Name, b.Amax, b.GlobalScale, amax)
+		}
+		frozen[b.Name] = b.GlobalScale
+	}
+	if len(rep.Boundaries) != len(want) {
+		t.Fatalf("%d boundaries, want %d", len(rep.Boundaries), len(want))
+	}
+	if b, _ := json.Marshal(rep); !strings.Contains(string(b), `"weight_updates":0,"attention":"fp8"`) {
+		t.Errorf("report: %s", b)
+	}
+	if err := m.CheckScales(model.Options{W4A: model.W4ANVFP4, Attention: model.W4AFP8, Scales: rep.Scales()}); err != nil {
+		t.Errorf("the mixed report's scales under the mixed policy: %v", err)
+	}
+}

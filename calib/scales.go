@@ -11,7 +11,10 @@ import (
 type ScalesFile struct {
 	Path   string
 	Recipe string
-	Scales map[string]float32
+	// Attention is the policy the scales were calibrated under: "" (NVFP4)
+	// or "fp8" (the mixed policy).
+	Attention string
+	Scales    map[string]float32
 	// DataPath and DataSHA256 name the calibration file, when the report
 	// names one.
 	DataPath, DataSHA256 string
@@ -29,6 +32,7 @@ func ReadScales(path string) (*ScalesFile, error) {
 	var doc struct {
 		Algorithm    string             `json:"algorithm"`
 		Recipe       string             `json:"recipe"`
+		Attention    string             `json:"attention"`
 		GlobalScales map[string]float32 `json:"global_scales"`
 		Data         *struct {
 			Path   string `json:"path"`
@@ -41,7 +45,7 @@ func ReadScales(path string) (*ScalesFile, error) {
 	if doc.Algorithm != "producer_maximum" || len(doc.GlobalScales) == 0 {
 		return nil, fmt.Errorf("%s: rule scales-report: want a producer_maximum report with global_scales (calibrate --pass act_max --w4a nvfp4 --out FILE), got algorithm %q with %d scales", path, doc.Algorithm, len(doc.GlobalScales))
 	}
-	s := &ScalesFile{Path: path, Recipe: doc.Recipe, Scales: doc.GlobalScales}
+	s := &ScalesFile{Path: path, Recipe: doc.Recipe, Attention: doc.Attention, Scales: doc.GlobalScales}
 	if doc.Data != nil {
 		s.DataPath, s.DataSHA256 = doc.Data.Path, doc.Data.SHA256
 	}

@@ -26,6 +26,7 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&p.Data, "data", "", "calibration token ids, one sequence per line")
 	fs.StringVar(&p.W4A, "w4a", "", "act_max: nvfp4 (default); percentile/headroom: the forward's mode while data flows (none, fp8, nvfp4)")
 	fs.StringVar(&p.Recipe, "recipe", "", "NVFP4 activation recipe: nvidia, four_six, least_squares (default), least_squares_grid")
+	fs.StringVar(&p.Attention, "attention", "", "act_max: fp8 calibrates the mixed policy (FP8 attention, NVFP4 MLP: the MLP's producers only), for forward/eval --attention fp8")
 	pc := fs.Float64("percentile", 99.99, "percentile: the percentile of |x|")
 	rho := fs.Float64("rho", calib.HeadroomRho, "headroom: rho, in (0, 28672)")
 	p.Percentile, p.Rho = pc, rho

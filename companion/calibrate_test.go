@@ -50,7 +50,29 @@ func TestCalibrateCLI(t *testing.T) {
 	if _, _, err := runArgs("eval", "--data", data, "--w4a", "nvfp4", "--scales", report, "--allow-overlap", gptq); err != nil {
 		t.Fatal(err)
 	}
-	ev, _, err := runArgs("eval", "--json", "--compare", "--data", held, "--w4a", "nvfp4", "--attention", "fp8", "--scales", report, gptq)
+	// The mixed policy (FP8 attention) has other NVFP4 producers: the
+	// all-NVFP4 report is refused; one calibrated under it holds the MLP's
+	// producers alone, and says so.
+	if _, _, err := runArgs("eval", "--data", held, "--w4a", "nvfp4", "--attention", "fp8", "--scales", report, gptq); err == nil || !strings.Contains(err.Error(), "calibrate --pass act_max --attention fp8") {
+		t.Fatalf("an NVFP4-policy report under --attention fp8: %v", err)
+	}
+	mixed := filepath.Join(dir, "mixed.json")
+	out, _, err = runArgs("calibrate", "--pass", "act_max", "--attention", "fp8", "--recipe", "nvidia", "--data", data, "--out", mixed, "--json", gptq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		GlobalScales map[string]float32 `json:"global_scales"`
+		Attention    string             `json:"attention"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Attention != "fp8" || len(rep.GlobalScales) != 4 ||
+		rep.GlobalScales["model.layers.1.mlp.down_proj.input"] == 0 || rep.GlobalScales["model.layers.0.post_attention_residual"] == 0 {
+		t.Fatalf("mixed-policy act_max report: %v %s", err, out)
+	}
+	if _, _, err := runArgs("forward", "--tokens", "5,9", "--w4a", "nvfp4", "--scales", mixed, gptq); err == nil || !strings.Contains(err.Error(), "calibrated under the mixed policy") {
+		t.Fatalf("a mixed-policy report under NVFP4 attention: %v", err)
+	}
+	ev, _, err := runArgs("eval", "--json", "--compare", "--data", held, "--w4a", "nvfp4", "--attention", "fp8", "--scales", mixed, gptq)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,6 +71,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer closer()
+	if err := m.CheckScales(opt); err != nil {
+		return err
+	}
 	if text != nil {
 		if lines, err = encodeLines(ctx, m, text, *textFile); err != nil {
 			return err

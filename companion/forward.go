@@ -54,6 +54,9 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closer()
+	if err := m.CheckScales(opt); err != nil {
+		return err
+	}
 	if *textFlag != "" {
 		if tokens, _, err = encodeText(ctx, m, *textFlag); err != nil {
 			return err

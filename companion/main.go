@@ -9,7 +9,7 @@
 //	quantscope hub     [--addr 127.0.0.1:8090] [--allow-origin URL]... DIR
 //	quantscope forward [--json] --tokens IDS [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R] [--scales FILE] [--out FILE] SOURCE
 //	quantscope eval    [--json] --data FILE [--w4a none|fp8|nvfp4] [--attention fp8] [--recipe R] [--scales FILE] [--allow-overlap] [--compare] SOURCE
-//	quantscope calibrate --pass P --data FILE [--w4a fp8|nvfp4] [--recipe R] [--json] [--out FILE] SOURCE
+//	quantscope calibrate --pass P --data FILE [--w4a fp8|nvfp4] [--attention fp8] [--recipe R] [--json] [--out FILE] SOURCE
 //
 // Bad input of any kind exits with status 1 and one line `error: ...` on
 // stderr naming the file, the tensor and the rule; nothing partial is printed
@@ -51,7 +51,7 @@ usage:
                      perplexity over FILE's token id lines; --compare: dense and W4A side by side
                      --text FILE instead of --data: text lines, tokenized with the repo's tokenizer.json
   quantscope calibrate --pass weight_max|act_max|percentile|headroom|awq_lite|local_hessian
-                     --data FILE [--w4a fp8|nvfp4] [--recipe R] [--json] [--out FILE] SOURCE
+                     --data FILE [--w4a fp8|nvfp4] [--attention fp8] [--recipe R] [--json] [--out FILE] SOURCE
                      act_max --w4a nvfp4: GPT-QModel's producer_maximum report (forward --scales)
   quantscope quantize --format nvfp4|fp8_e4m3|fp8_e5m2 [--recipe max|mse|four_six|least_squares|local_hessian]
                       [--scale tensor|row|block] [--block R,C] [--naming modelopt|compressed-tensors|gptqmodel]

@@ -38,10 +38,23 @@ func (s *streamFlags) options(w4a string, stderr io.Writer) (model.Options, *cal
 		} else if sf.Recipe != "" && sf.Recipe != opt.Recipe {
 			return opt, nil, fmt.Errorf("--scales %s was calibrated with recipe %s (global scale amax/(448·%s)); --recipe %s would misuse it", s.scales, sf.Recipe, map[bool]string{true: "6", false: "4"}[sf.Recipe == "nvidia"], opt.Recipe)
 		}
+		calibrated, asked := policyName(sf.Attention), policyName(opt.Attention)
+		if calibrated != asked {
+			return opt, nil, fmt.Errorf("--scales %s was calibrated under %s; this run is %s: its NVFP4 producers differ (calibrate --pass act_max --attention %s)",
+				s.scales, calibrated, asked, map[bool]string{true: "fp8", false: "nvfp4"}[opt.Attention == model.W4AFP8])
+		}
 		opt.Scales = sf.Scales
 	}
 	if !model.Causal(opt) {
 		fmt.Fprintln(stderr, "note: W4A-NVFP4 is not causal here: operands without a calibrated scale (always the norm outputs, which repack dynamically; o_proj/down_proj inputs without --scales) take their global scale from the amax of every token of the call, as GPT-QModel's uncalibrated stream does")
 	}
 	return opt, sf, nil
+}
+
+// policyName names a W4A-NVFP4 attention policy.
+func policyName(attention string) string {
+	if attention == model.W4AFP8 {
+		return "the mixed policy (FP8 attention, NVFP4 MLP)"
+	}
+	return "NVFP4 attention and MLP"
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/scheme"
@@ -42,6 +44,74 @@ func Producers(n int) []string {
 		p = append(p, pre+"self_attn.o_proj.input", pre+"post_attention_residual", pre+"mlp.down_proj.input", pre+"output")
 	}
 	return p
+}
+
+// NVFP4Producers lists the producers whose carrier is NVFP4 under an
+// attention policy, in calibration order: every producer when attention
+// is NVFP4 ("" or W4ANVFP4); under the mixed policy (W4AFP8 attention)
+// only the MLP's, post_attention_residual and mlp.down_proj.input, since
+// FP8 carriers pack with a dynamic per-token scale and own no global scale
+// (GPT-QModel's nvfp4_producer_specs, w4a_boundary.py).
+func NVFP4Producers(n int, attention string) []string {
+	all := Producers(n)
+	if attention != W4AFP8 {
+		return all
+	}
+	var mlp []string
+	for _, p := range all {
+		if strings.HasSuffix(p, ".post_attention_residual") || strings.HasSuffix(p, ".mlp.down_proj.input") {
+			mlp = append(mlp, p)
+		}
+	}
+	return mlp
+}
+
+// CheckScales refuses calibrated scales (opt.Scales, when given) that are
+// not exactly the NVFP4 producers of opt's policy, as GPT-QModel's
+// validate_producer_scales does: a missing producer would silently fall
+// back to a dynamic scale, an extra one (a report calibrated under another
+// attention policy) would be ignored.
+func (m *Model) CheckScales(opt Options) error {
+	if opt.Scales == nil || opt.W4A != W4ANVFP4 {
+		return nil
+	}
+	want := NVFP4Producers(m.Config.Layers, opt.Attention)
+	var missing, extra []string
+	for _, p := range want {
+		if _, ok := opt.Scales[p]; !ok {
+			missing = append(missing, p)
+		}
+	}
+	known := map[string]bool{}
+	for _, p := range want {
+		known[p] = true
+	}
+	for p := range opt.Scales {
+		if !known[p] {
+			extra = append(extra, p)
+		}
+	}
+	if len(missing) == 0 && len(extra) == 0 {
+		return nil
+	}
+	slices.Sort(extra)
+	policy := "NVFP4 attention and MLP"
+	if opt.Attention == W4AFP8 {
+		policy = "FP8 attention, NVFP4 MLP (the mixed policy)"
+	}
+	return fmt.Errorf("scales: rule scales-producers: the calibrated scales must name exactly the %d NVFP4 producers of %s (GPT-QModel refuses any other set): missing %s, extra %s",
+		len(want), policy, fewNames(missing), fewNames(extra))
+}
+
+// fewNames lists up to 4 names and counts the rest.
+func fewNames(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	if len(names) > 4 {
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:4], ", "), len(names)-4)
+	}
+	return strings.Join(names, ", ")
 }
 
 // stream is one forward's W4A policy.

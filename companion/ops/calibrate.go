@@ -22,6 +22,7 @@ type CalibrateParams struct {
 	Data       string   `json:"data"`
 	W4A        string   `json:"w4a"`                  // act_max: nvfp4 (the default); percentile/headroom: the forward's mode
 	Recipe     string   `json:"recipe"`               // NVFP4 activation recipe, default least_squares
+	Attention  string   `json:"attention"`            // act_max: "" / nvfp4, or fp8 (the mixed policy: the MLP's producers only)
 	Percentile *float64 `json:"percentile,omitempty"` // percentile: default 99.99 (0, like any value outside (0, 100], refused)
 	Rho        *float64 `json:"rho,omitempty"`        // headroom: default 16384
 	// Module, for local_hessian: dump that projection's inputs (the --data
@@ -82,7 +83,10 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", env.Checkpoint.Source.Name(), err)
 	}
-	o := calib.Options{W4A: p.W4A, Recipe: p.Recipe, Progress: env.Progress}
+	o := calib.Options{W4A: p.W4A, Attention: p.Attention, Recipe: p.Recipe, Progress: env.Progress}
+	if p.Attention != "" && p.Pass != "act_max" {
+		return nil, fmt.Errorf("calibrate: --attention applies to --pass act_max (the producers a mixed-policy forward calibrates)")
+	}
 	ref := dataRef{d.Path, d.SHA256}
 	if p.Module != "" && p.Pass != "local_hessian" {
 		return nil, fmt.Errorf("calibrate: --module applies to --pass local_hessian (the input dump)")

@@ -69,6 +69,9 @@ func evalOp(ctx context.Context, env Env, module string, raw json.RawMessage) (*
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", env.Checkpoint.Source.Name(), err)
 	}
+	if err := m.CheckScales(streamOptions(mode, p.Attention, p.Recipe, p.Scales, nil)); err != nil {
+		return nil, err
+	}
 	seqs, where, err := evalData(ctx, env, p)
 	if err != nil {
 		return nil, err

@@ -206,7 +206,10 @@ func TestForwardOp(t *testing.T) {
 func TestEvalOpNVFP4Stream(t *testing.T) {
 	env, m, _ := smallLlama(t)
 	seqs := [][]int{{1, 5, 9, 13, 17, 21, 25}, {2, 4, 8, 16, 32, 64}}
-	scales := map[string]float32{"model.layers.0.self_attn.o_proj.input": 0.004, "model.layers.0.mlp.down_proj.input": 0.02}
+	// the mixed policy's NVFP4 producers, every one (GPT-QModel refuses
+	// any other set)
+	scales := map[string]float32{"model.layers.0.post_attention_residual": 0.01, "model.layers.0.mlp.down_proj.input": 0.02,
+		"model.layers.1.post_attention_residual": 0.01, "model.layers.1.mlp.down_proj.input": 0.02}
 	run := func(p EvalParams) model.Perplexity {
 		t.Helper()
 		p.Sequences = seqs
@@ -227,5 +230,17 @@ func TestEvalOpNVFP4Stream(t *testing.T) {
 	}
 	if def := run(EvalParams{W4A: model.W4ANVFP4}); def == got {
 		t.Fatalf("recipe, attention and scales changed nothing: %+v", def)
+	}
+	// An attention producer's scale under the mixed policy (whose attention
+	// is FP8) would be ignored, and a missing MLP producer would fall back
+	// to a dynamic scale: refused, as GPT-QModel refuses them.
+	for _, bad := range []map[string]float32{
+		{"model.layers.0.self_attn.o_proj.input": 0.004, "model.layers.0.mlp.down_proj.input": 0.02},
+		{"model.layers.0.mlp.down_proj.input": 0.02},
+	} {
+		params, _ := json.Marshal(EvalParams{Sequences: seqs, W4A: model.W4ANVFP4, Attention: model.W4AFP8, Scales: bad})
+		if _, err := evalOp(context.Background(), env, "", params); err == nil || !strings.Contains(err.Error(), "rule scales-producers") {
+			t.Errorf("scales %v under the mixed policy: %v", bad, err)
+		}
 	}
 }

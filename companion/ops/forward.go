@@ -90,7 +90,11 @@ func forwardOp(ctx context.Context, env Env, module string, raw json.RawMessage)
 	if mode == "" {
 		mode = model.W4ANone
 	}
-	logits, err := m.Forward(ctx, p.Tokens, streamOptions(mode, p.Attention, p.Recipe, p.Scales, env.Progress))
+	opt := streamOptions(mode, p.Attention, p.Recipe, p.Scales, env.Progress)
+	if err := m.CheckScales(opt); err != nil {
+		return nil, err
+	}
+	logits, err := m.Forward(ctx, p.Tokens, opt)
 	if err != nil {
 		return nil, err
 	}
