@@ -82,12 +82,12 @@ func ParseIDs(text string) ([]int, error) {
 
 // Options are what every pass may use.
 type Options struct {
-	W4A    string // the forward's W4A mode while data flows (model.W4A*)
+	W4A string // the forward's W4A mode while data flows (model.W4A*)
 	// Attention is act_max's attention policy: "" (NVFP4, as the MLP) or
 	// model.W4AFP8 (the mixed policy, whose attention carriers take dynamic
 	// FP8 scales and so are not calibrated).
 	Attention string
-	Recipe string // the NVFP4 activation recipe (default least_squares)
+	Recipe    string // the NVFP4 activation recipe (default least_squares)
 	// Progress is told done out of total (units each pass names).
 	Progress kernels.Progress
 }
