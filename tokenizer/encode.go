@@ -110,8 +110,14 @@ func (t *Tokenizer) encodePlain(text string, deadline time.Time) ([]int, error) 
 	pieces := []string{text}
 	mapped := false
 	for _, p := range t.pre {
-		if p.addPrefixSpace && len(pieces) > 0 && !strings.HasPrefix(pieces[0], " ") {
-			pieces[0] = " " + pieces[0]
+		if p.addPrefixSpace {
+			// every piece, as the ByteLevel pre-tokenizer prepends within
+			// each split an earlier pre-tokenizer made (byte_level.rs)
+			for i, s := range pieces {
+				if !strings.HasPrefix(s, " ") {
+					pieces[i] = " " + s
+				}
+			}
 		}
 		if p.split != nil {
 			var out []string
@@ -190,8 +196,14 @@ func (t *Tokenizer) Split(text string) ([]string, error) {
 	pieces := []string{text}
 	deadline := splitDeadline(text) // one budget for the whole text
 	for _, p := range t.pre {
-		if p.addPrefixSpace && len(pieces) > 0 && !strings.HasPrefix(pieces[0], " ") {
-			pieces[0] = " " + pieces[0]
+		if p.addPrefixSpace {
+			// every piece, as the ByteLevel pre-tokenizer prepends within
+			// each split an earlier pre-tokenizer made (byte_level.rs)
+			for i, s := range pieces {
+				if !strings.HasPrefix(s, " ") {
+					pieces[i] = " " + s
+				}
+			}
 		}
 		if p.split == nil {
 			continue
@@ -289,7 +301,59 @@ func (t *Tokenizer) Decode(ids []int, skipSpecial bool) (string, error) {
 			b = append(b, c)
 		}
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD"), nil
+	return lossyUTF8(b), nil
+}
+
+// lossyUTF8 is b as text with one U+FFFD for each maximal invalid
+// subsequence (Rust's String::from_utf8_lossy, which the tokenizers'
+// decoder uses): ff fe 41 is "\uFFFD\uFFFDA", a truncated e2 82 41 is
+// "\uFFFDA" (strings.ToValidUTF8 folds a whole run of invalid bytes
+// into one).
+func lossyUTF8(b []byte) string {
+	var sb strings.Builder
+	sb.Grow(len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r != utf8.RuneError || n > 1 {
+			sb.Write(b[:n])
+		} else {
+			n = maximalSubpart(b)
+			sb.WriteRune(utf8.RuneError)
+		}
+		b = b[n:]
+	}
+	return sb.String()
+}
+
+// maximalSubpart is the length of the longest prefix of b that starts a
+// well-formed UTF-8 sequence without completing it (at least 1): the bytes
+// one U+FFFD stands for (Unicode's table of well-formed byte sequences).
+func maximalSubpart(b []byte) int {
+	lo, hi := byte(0x80), byte(0xBF)
+	need := 0
+	switch c := b[0]; {
+	case c >= 0xC2 && c <= 0xDF:
+		need = 1
+	case c == 0xE0:
+		need, lo = 2, 0xA0
+	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
+		need = 2
+	case c == 0xED:
+		need, hi = 2, 0x9F
+	case c == 0xF0:
+		need, lo = 3, 0x90
+	case c >= 0xF1 && c <= 0xF3:
+		need = 3
+	case c == 0xF4:
+		need, hi = 3, 0x8F
+	default:
+		return 1
+	}
+	i := 1
+	for ; i <= need && i < len(b) && b[i] >= lo && b[i] <= hi; i++ {
+		lo, hi = 0x80, 0xBF
+	}
+	return i
 }
 
 // TokenString is the text of one id (for showing top-k tokens): its decoded

@@ -151,9 +151,7 @@ func Parse(b []byte) (*Tokenizer, error) {
 		if _, ok := m.Vocab[p.a+p.b]; !ok {
 			return nil, errf("model.merges[%d] (%q, %q): the merged token %q is not in the vocab", i, p.a, p.b, p.a+p.b)
 		}
-		if _, dup := t.ranks[p]; !dup {
-			t.ranks[p] = i
-		}
+		t.ranks[p] = i // a pair listed twice takes its last rank, as the tokenizers' merge map does
 	}
 	for i, a := range r.AddedTokens {
 		if a.SingleWord || a.LStrip || a.RStrip {

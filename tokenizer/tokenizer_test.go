@@ -313,3 +313,57 @@ func TestSplitBudget(t *testing.T) {
 		}
 	}
 }
+
+// The ByteLevel pre-tokenizer's add_prefix_space prepends a space to every
+// piece an earlier Split made, not to the first alone (tokenizers'
+// byte_level.rs pre_tokenize works within each split).
+func TestByteLevelPrefixEveryPiece(t *testing.T) {
+	tok := mustParse(t, testFile(t, func(f map[string]any) {
+		f["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[1].(map[string]any)["add_prefix_space"] = true
+	}))
+	got, err := tok.Split("hello\n\nworld")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{" hello", " \n\n", " world"}; !slices.Equal(got, want) {
+		t.Errorf("Split = %q, want %q", got, want)
+	}
+}
+
+// Decoded bytes that are not UTF-8 become one U+FFFD for each maximal
+// invalid subsequence, as Rust's from_utf8_lossy gives them.
+func TestDecodeLossy(t *testing.T) {
+	tok := mustParse(t, testFile(t, nil))
+	for _, c := range []struct {
+		ids  []int
+		want string
+	}{
+		{[]int{0xFF, 0xFE, 'A'}, "\uFFFD\uFFFDA"},
+		{[]int{0xE2, 0x82, 'A'}, "\uFFFDA"},             // a truncated 3-byte sequence: one
+		{[]int{0xF0, 0x9F, 0x98}, "\uFFFD"},             // a truncated emoji at the end
+		{[]int{0xED, 0xA0, 0x80}, "\uFFFD\uFFFD\uFFFD"}, // a surrogate: no well-formed prefix
+		{[]int{0xC3, 0xA9, 0xEF, 0xBF, 0xBD}, "é\uFFFD"},
+	} {
+		got, err := tok.Decode(c.ids, false)
+		if err != nil || got != c.want {
+			t.Errorf("Decode(% x) = %q, %v; want %q", c.ids, got, err, c.want)
+		}
+	}
+}
+
+// A merge listed twice takes its last rank, as the tokenizers' merge map
+// (a HashMap filled in order) keeps it.
+func TestDuplicateMergeLastRank(t *testing.T) {
+	tok := mustParse(t, testFile(t, func(f map[string]any) {
+		m := f["model"].(map[string]any)
+		m["vocab"].(map[string]int)["el"] = 300
+		m["merges"] = append(m["merges"].([]any), "e l", "h e")
+	}))
+	got, err := tok.Encode("hel", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{'h', 300}; !slices.Equal(got, want) {
+		t.Errorf("Encode(hel) = %v, want %v (h e ranks after e l)", got, want)
+	}
+}
