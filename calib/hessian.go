@@ -26,7 +26,7 @@ type LocalHessian struct {
 // inputs the decoder actually gives it.
 func LocalHessians(ctx context.Context, m *model.Model, d *Data, o Options, be kernels.Quantizer) ([]LocalHessian, error) {
 	var out []LocalHessian
-	err := eachLayerInputs(ctx, m, d, o, func(string) bool { return true }, func(name string, x kernels.Matrix) error {
+	err := eachLayerInputs(ctx, m, d, o, func(string) bool { return true }, func(name string, x kernels.Matrix, _ []int) error {
 		w, err := weight(m, name)
 		if err != nil {
 			return err
@@ -37,7 +37,7 @@ func LocalHessians(ctx context.Context, m *model.Model, d *Data, o Options, be k
 			if err != nil {
 				return fmt.Errorf("local_hessian: %s: %w", name, err)
 			}
-			e := outputMSE(x, w, dequantNVFP4(q))
+			e := outputMSE(x, w, dequantNVFP4(q), []int{x.Rows}) // pooled over every token
 			if recipe == kernels.RecipeMax {
 				r.MSEMax = e
 			} else {
@@ -55,7 +55,7 @@ func LocalHessians(ctx context.Context, m *model.Model, d *Data, o Options, be k
 func Inputs(ctx context.Context, m *model.Model, d *Data, o Options, module string) (kernels.Matrix, error) {
 	var got kernels.Matrix
 	found := false
-	err := eachLayerInputs(ctx, m, d, o, func(n string) bool { return n == module }, func(_ string, x kernels.Matrix) error {
+	err := eachLayerInputs(ctx, m, d, o, func(n string) bool { return n == module }, func(_ string, x kernels.Matrix, _ []int) error {
 		found, got = true, x
 		return nil
 	})

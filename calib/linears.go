@@ -23,9 +23,10 @@ var projectionNames = []string{
 }
 
 // eachLayerInputs calls fn for every projection of every layer (in layer
-// order) with its inputs over all sequences stacked [tokens, in]; want
-// filters the modules. Progress counts layers.
-func eachLayerInputs(ctx context.Context, m *model.Model, d *Data, o Options, want func(string) bool, fn func(module string, x kernels.Matrix) error) error {
+// order) with its inputs over all sequences stacked [tokens, in], and each
+// sequence's row count in the stack; want filters the modules. Progress
+// counts layers.
+func eachLayerInputs(ctx context.Context, m *model.Model, d *Data, o Options, want func(string) bool, fn func(module string, x kernels.Matrix, seqRows []int) error) error {
 	hs, err := carriers(m, d)
 	if err != nil {
 		return err
@@ -50,7 +51,11 @@ func eachLayerInputs(ctx context.Context, m *model.Model, d *Data, o Options, wa
 				if err := finite(name, x); err != nil {
 					return err
 				}
-				if err := fn(name, x); err != nil {
+				rows := make([]int, len(xs))
+				for i, xi := range xs {
+					rows[i] = xi.Rows
+				}
+				if err := fn(name, x, rows); err != nil {
 					return err
 				}
 			}
@@ -109,22 +114,33 @@ func dequantNVFP4(r *kernels.NVFP4Result) kernels.Matrix {
 	return out
 }
 
-// outputMSE is mean((x·aᵀ − x·bᵀ)²) in float64.
-func outputMSE(x, a, b kernels.Matrix) float64 {
-	var s float64
-	for t := range x.Rows {
-		xr := x.Data[t*x.Cols : (t+1)*x.Cols]
-		for o := range a.Rows {
-			var ya, yb float64
-			ar, br := a.Data[o*a.Cols:(o+1)*a.Cols], b.Data[o*b.Cols:(o+1)*b.Cols]
-			for i, v := range xr {
-				ya += float64(v) * float64(ar[i])
-				yb += float64(v) * float64(br[i])
+// outputMSE is mean((x·aᵀ − x·bᵀ)²) in float64 over each sequence's rows
+// of x (seqRows, in order), averaged over the sequences: ModelOpt's
+// awq_lite adds each forward's mean loss, so every sequence counts alike,
+// whatever its length (the mean of those sums here, the same argmin).
+func outputMSE(x, a, b kernels.Matrix, seqRows []int) float64 {
+	var total float64
+	t0 := 0
+	for _, n := range seqRows {
+		var s float64
+		for t := t0; t < t0+n; t++ {
+			xr := x.Data[t*x.Cols : (t+1)*x.Cols]
+			for o := range a.Rows {
+				var ya, yb float64
+				ar, br := a.Data[o*a.Cols:(o+1)*a.Cols], b.Data[o*b.Cols:(o+1)*b.Cols]
+				for i, v := range xr {
+					ya += float64(v) * float64(ar[i])
+					yb += float64(v) * float64(br[i])
+				}
+				s += (ya - yb) * (ya - yb)
 			}
-			s += (ya - yb) * (ya - yb)
 		}
+		if n > 0 {
+			total += s / float64(n*a.Rows)
+		}
+		t0 += n
 	}
-	return s / float64(x.Rows*a.Rows)
+	return total / float64(len(seqRows))
 }
 
 // AWQ is one projection's awq_lite result.
@@ -140,17 +156,30 @@ type AWQ struct {
 // AWQAlphas are the alphas awq_lite tries: 0, 0.1, …, 1.
 var AWQAlphas = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 
-// awqStats are the per-input-channel means: x̄_i = mean_t |x_ti| and
-// w̄_i = mean_o |w_oi| / amax of w_o's 16-block holding i (0 for a zero block).
-func awqStats(x, w kernels.Matrix) (xbar, wbar []float64) {
+// awqStats are the per-input-channel means: x̄_i, the mean over sequences
+// of each sequence's mean_t |x_ti| (ModelOpt averages its act_scale over
+// forwards, one a sequence here), and w̄_i = mean_o |w_oi| / amax of w_o's
+// 16-block holding i (0 for a zero block).
+func awqStats(x, w kernels.Matrix, seqRows []int) (xbar, wbar []float64) {
 	xbar, wbar = make([]float64, x.Cols), make([]float64, w.Cols)
-	for t := range x.Rows {
-		for i, v := range x.Data[t*x.Cols : (t+1)*x.Cols] {
-			xbar[i] += math.Abs(float64(v))
+	seq := make([]float64, x.Cols)
+	t0 := 0
+	for _, n := range seqRows {
+		clear(seq)
+		for t := t0; t < t0+n; t++ {
+			for i, v := range x.Data[t*x.Cols : (t+1)*x.Cols] {
+				seq[i] += math.Abs(float64(v))
+			}
 		}
+		if n > 0 {
+			for i := range xbar {
+				xbar[i] += seq[i] / float64(n)
+			}
+		}
+		t0 += n
 	}
 	for i := range xbar {
-		xbar[i] /= float64(x.Rows)
+		xbar[i] /= float64(len(seqRows))
 	}
 	for o := range w.Rows {
 		row := w.Data[o*w.Cols : (o+1)*w.Cols]
@@ -170,16 +199,14 @@ func awqStats(x, w kernels.Matrix) (xbar, wbar []float64) {
 	return xbar, wbar
 }
 
-// awqScales is s_i = x̄^α / w̄^(1−α), clamped to [1e-4, 1e4], divided by
-// sqrt(max s · min s).
+// awqScales is s_i = x̄^α / (w̄^(1−α) + float32 tiny), clamped to [1e-4,
+// 1e4], divided by sqrt(max s · min s) (ModelOpt's get_scale: a channel
+// whose x̄ and w̄ are both 0 gets 0 / tiny = 0, clamped to 1e-4).
 func awqScales(xbar, wbar []float64, alpha float64) []float64 {
 	s := make([]float64, len(xbar))
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range s {
-		v := math.Pow(xbar[i], alpha) / math.Pow(wbar[i], 1-alpha)
-		if v != v {
-			v = 1
-		}
+		v := math.Pow(xbar[i], alpha) / (math.Pow(wbar[i], 1-alpha) + 0x1p-126)
 		v = math.Min(math.Max(v, 1e-4), 1e4)
 		s[i] = v
 		lo, hi = math.Min(lo, v), math.Max(hi, v)
@@ -198,7 +225,7 @@ func awqScales(xbar, wbar []float64, alpha float64) []float64 {
 // a tie). Nothing is written back: the report is the result.
 func AWQLite(ctx context.Context, m *model.Model, d *Data, o Options, be kernels.Quantizer) ([]AWQ, error) {
 	var out []AWQ
-	err := eachLayerInputs(ctx, m, d, o, func(string) bool { return true }, func(name string, x kernels.Matrix) error {
+	err := eachLayerInputs(ctx, m, d, o, func(string) bool { return true }, func(name string, x kernels.Matrix, seqRows []int) error {
 		w, err := weight(m, name)
 		if err != nil {
 			return err
@@ -214,8 +241,8 @@ func AWQLite(ctx context.Context, m *model.Model, d *Data, o Options, be kernels
 		if err != nil {
 			return err
 		}
-		r := AWQ{Module: name, MSEBefore: outputMSE(x, w, q), MSEAfter: math.Inf(1), Tokens: x.Rows}
-		xbar, wbar := awqStats(x, w)
+		r := AWQ{Module: name, MSEBefore: outputMSE(x, w, q, seqRows), MSEAfter: math.Inf(1), Tokens: x.Rows}
+		xbar, wbar := awqStats(x, w, seqRows)
 		for _, alpha := range AWQAlphas {
 			s := awqScales(xbar, wbar, alpha)
 			ws := kernels.Matrix{Rows: w.Rows, Cols: w.Cols, Data: make([]float32, len(w.Data))}
@@ -230,7 +257,7 @@ func AWQLite(ctx context.Context, m *model.Model, d *Data, o Options, be kernels
 			for i := range qs.Data {
 				qs.Data[i] = float32(float64(qs.Data[i]) / s[i%w.Cols])
 			}
-			e := outputMSE(x, w, qs)
+			e := outputMSE(x, w, qs, seqRows)
 			r.MSE = append(r.MSE, e)
 			if e < r.MSEAfter {
 				r.Alpha, r.MSEAfter = alpha, e

@@ -184,6 +184,34 @@ func TestAWQLite(t *testing.T) {
 	if s := awqScales([]float64{1e9, 1}, []float64{1, 1}, 1); s[0] != 1e4/math.Sqrt(1e4) {
 		t.Fatalf("clamp: %v", s)
 	}
+	// ModelOpt's get_scale adds float32 tiny to the denominator: a channel
+	// whose input and weight means are both 0 is 0 / tiny, clamped to 1e-4
+	// (not 0/0).
+	if s := awqScales([]float64{0, 1}, []float64{0, 1}, 0.5); s[0] != 1e-4/math.Sqrt(1e-4) || s[1] != 1/math.Sqrt(1e-4) {
+		t.Fatalf("zero channel: %v", s)
+	}
+	// Each sequence counts alike, as ModelOpt averages per forward: a
+	// 1-token sequence with |x| = 10 and a 3-token one with |x| = 1 give
+	// x̄ = (10 + 1)/2, not 13/4; the output error likewise.
+	x := kernels.Matrix{Rows: 4, Cols: 16, Data: make([]float32, 64)}
+	for i := range x.Data {
+		x.Data[i] = 1
+		if i < 16 {
+			x.Data[i] = -10
+		}
+	}
+	w := kernels.Matrix{Rows: 1, Cols: 16, Data: make([]float32, 16)}
+	for i := range w.Data {
+		w.Data[i] = 1
+	}
+	if xbar, _ := awqStats(x, w, []int{1, 3}); xbar[0] != 5.5 {
+		t.Fatalf("x̄ %v, want 5.5", xbar[0])
+	}
+	zero := kernels.Matrix{Rows: 1, Cols: 16, Data: make([]float32, 16)}
+	// outputs 16·(−10) and 16·1: errors 25600 and 256 a token
+	if e := outputMSE(x, w, zero, []int{1, 3}); e != (25600+256)/2.0 {
+		t.Fatalf("output MSE %v, want the mean of the sequences' %v", e, (25600+256)/2.0)
+	}
 }
 
 func TestLocalHessian(t *testing.T) {
