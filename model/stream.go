@@ -233,7 +233,7 @@ func (m *Model) Embed(tokens []int) (kernels.Matrix, error) {
 		}
 	}
 	embed, _ := m.c.Module("model.embed_tokens")
-	if embed.Layout == scheme.LayoutGPTQ || embed.Layout == scheme.LayoutGPTQv2 || embed.Layout == scheme.LayoutAWQ {
+	if embed.PackedInputs() {
 		return h, m.gatherEmbed(embed, tokens, h)
 	}
 	for t, id := range tokens {

@@ -264,6 +264,12 @@ func FuzzUnpack(f *testing.F) {
 		u := make([]uint8, r*c)
 		_ = UnpackGPTQWeight(u, data, r, c, b)
 		_ = UnpackRowBits(u, data, r, c, b)
+		_ = UnpackPlanarRowBits(u, data, r, c, b)
+		if b > 0 && r > 0 {
+			i0, i1 := int(bits)%(r+1), r
+			w := make([]uint8, (i1-i0)*c)
+			_ = UnpackGPTQPlanarColumns(w, data, c, b, i0, i1, 0, c)
+		}
 		_ = UnpackAWQ(u, data, r, c)
 		_ = UnpackModelOptInt4(codes, data, r, c)
 		dst := make([]float32, 2*len(data))

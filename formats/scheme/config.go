@@ -286,13 +286,9 @@ func (s *Scheme) readQuantizationConfig(qc *obj) error {
 			switch s.CheckpointFormat {
 			case "gptq", "gptq_v2":
 			case "gptq_p":
-				// GPT-QModel's planar layout: 2-, 4- and 8-bit words are
-				// those of gptq/gptq_v2, its zero points v2's (as stored);
-				// 3 bits split into a 2-bit and a 1-bit plane.
-				if b := qc.integer("bits"); b != 2 && b != 4 && b != 8 {
-					return &ConfigError{File: qc.file, Field: "quantization_config.checkpoint_format",
-						Msg: fmt.Sprintf("gptq_p (GPT-QModel's planar layout) at %d bits stores each code in separate bit planes, which quantscope does not decode yet (2, 4 and 8 bits it does)", b)}
-				}
+				// GPT-QModel's planar layout (packing.PackGPTQPlanarWeight):
+				// zero points as v2 stores them; 2..8 bits, the 2-, 4- and
+				// 8-bit words those of gptq/gptq_v2.
 			default:
 				return &ConfigError{File: qc.file, Field: "quantization_config.checkpoint_format",
 					Msg: fmt.Sprintf("unknown GPTQ checkpoint_format %q (want gptq, gptq_v2 or gptq_p): its zero points and packing cannot be assumed", s.CheckpointFormat)}
@@ -313,8 +309,11 @@ func (s *Scheme) readQuantizationConfig(qc *obj) error {
 		if qc.err != nil {
 			return qc.err
 		}
-		if s.Bits != 2 && s.Bits != 3 && s.Bits != 4 && s.Bits != 8 {
-			return &ConfigError{File: qc.file, Field: "quantization_config.bits", Msg: fmt.Sprintf("%s bits must be 2, 3, 4 or 8, found %d", method, s.Bits)}
+		if s.CheckpointFormat == "gptq_p" && (s.Bits < 2 || s.Bits > 8) {
+			return &ConfigError{File: qc.file, Field: "quantization_config.bits", Msg: fmt.Sprintf("gptq_p bits must be 2..8, found %d", s.Bits)}
+		}
+		if s.CheckpointFormat != "gptq_p" && s.Bits != 2 && s.Bits != 3 && s.Bits != 4 && s.Bits != 8 {
+			return &ConfigError{File: qc.file, Field: "quantization_config.bits", Msg: fmt.Sprintf("%s bits must be 2, 3, 4 or 8, found %d (GPT-QModel writes 5, 6 and 7 bits as checkpoint_format gptq_p)", method, s.Bits)}
 		}
 		return nil
 	case "mxfp4":

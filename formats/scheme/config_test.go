@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/synth"
 )
 
@@ -195,9 +196,10 @@ func TestDeclared(t *testing.T) {
 
 // GPT-QModel's gptq_p (planar) checkpoints store 2-, 4- and 8-bit words as
 // gptq does with v2's zero points (as stored, no +1): decoded as gptq_v2.
-// At 3 bits the codes are split into bit planes, which is refused by rule
-// rather than decoded as the continuous layout; so is a checkpoint_format
-// nobody defined (its zero points and packing cannot be assumed).
+// At 3, 5, 6 and 7 bits the codes are split into bit planes: layout gptq_p
+// (TestGPTQPlanarModule decodes it). 5 bits outside gptq_p, and a
+// checkpoint_format nobody defined (its zero points and packing cannot be
+// assumed), are refused by rule.
 func TestGPTQCheckpointFormats(t *testing.T) {
 	w := weights(3, 16, 256)
 	for _, c := range []struct {
@@ -210,13 +212,15 @@ func TestGPTQCheckpointFormats(t *testing.T) {
 		{"gptq_v2", 4, LayoutGPTQv2, ""},
 		{"gptq_p", 4, LayoutGPTQv2, ""},
 		{"gptq_p", 8, LayoutGPTQv2, ""},
-		{"gptq_p", 3, "", "gptq_p (GPT-QModel's planar layout) at 3 bits"},
+		{"gptq_p", 3, LayoutGPTQp, ""},
+		{"gptq_p", 5, LayoutGPTQp, ""},
+		{"gptq", 5, "", "GPT-QModel writes 5, 6 and 7 bits as checkpoint_format gptq_p"},
 		{"marlin", 4, "", `unknown GPTQ checkpoint_format "marlin"`},
 	} {
 		cfg := fmt.Sprintf(`{"quantization_config":{"quant_method":"gptq","bits":%d,"group_size":128,"sym":false,"checkpoint_format":%q}}`, c.bits, c.format)
 		s, err := Detect([]byte(cfg), nil)
 		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "checkpoint_format") {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%s %d-bit: %v, want an error saying %q", c.format, c.bits, err, c.err)
 			}
 			continue
@@ -224,7 +228,15 @@ func TestGPTQCheckpointFormats(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.format, err)
 		}
-		mem := newMem(t, synth.GPTQ("m", w, c.bits, 128))
+		var ts []safetensors.WriteTensor
+		if c.bits == 5 { // the continuous packer has no 5 bits; the layout is the config's to say
+			ts = []safetensors.WriteTensor{{Name: "m.qweight", DType: safetensors.I32, Shape: []uint64{256 * 5 / 32, 16}, Data: make([]byte, 4*40*16)},
+				{Name: "m.qzeros", DType: safetensors.I32, Shape: []uint64{2, 16 * 5 / 32}, Data: make([]byte, 4*2*2)},
+				{Name: "m.scales", DType: safetensors.F16, Shape: []uint64{2, 16}, Data: make([]byte, 2*2*16)}}
+		} else {
+			ts = synth.GPTQ("m", w, c.bits, 128)
+		}
+		mem := newMem(t, ts)
 		if m := Group(mem.infos(), s, nil)[0]; m.Layout != c.layout {
 			t.Errorf("%s %d-bit: layout %s, want %s", c.format, c.bits, m.Layout, c.layout)
 		}

@@ -80,7 +80,7 @@ func DequantizeWindow(m *Module, r TensorReader, lo, hi, c0, c1 int) ([]float32,
 	}
 	d := &dq{m: m, r: r, lo: lo, hi: hi, rows: int(rows), cols: int(cols), c0: c0, c1: c1}
 	switch m.Layout {
-	case LayoutGPTQ, LayoutGPTQv2:
+	case LayoutGPTQ, LayoutGPTQv2, LayoutGPTQp:
 		return d.gptq()
 	case LayoutAWQ:
 		return d.awq()

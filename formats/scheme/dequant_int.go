@@ -138,26 +138,54 @@ func (d *dq) scalesAndZeros(unpackZeros func(dst []uint8, b []byte, groups int) 
 	return scales, zeros, groups, nil
 }
 
+// gptqCodes unpacks inputs [c0, c1) of outputs [lo, hi) of a GPTQ qweight
+// (continuous, or gptq_p's planar chunks of 32 inputs) into codes, reading
+// only the qweight rows that hold them. codes is [(c1−c0), (hi−lo)].
+func (d *dq) gptqCodes(qw *TensorInfo, codes []uint8) error {
+	in, out, bits := d.cols, d.rows, d.m.Bits
+	if d.m.Layout == LayoutGPTQp {
+		if in%32 != 0 {
+			return d.fail(qw, "qweight", fmt.Sprintf("%d inputs are not whole chunks of 32, which the planar layout stores", in))
+		}
+		r0, r1 := packing.GPTQPlanarWordRows(d.c0, d.c1, bits)
+		qb, err := d.rowBytes(qw, 4*out, r0, r1)
+		if err != nil {
+			return err
+		}
+		if err := packing.UnpackGPTQPlanarColumns(codes, qb, out, bits, d.c0, d.c1, d.lo, d.hi); err != nil {
+			return d.fail(qw, "qweight", err.Error())
+		}
+		return nil
+	}
+	if _, err := packing.GPTQWeightRows(in, bits); err != nil {
+		return d.fail(qw, "qweight", err.Error())
+	}
+	r0, r1 := packing.GPTQWordRows(d.c0, d.c1, bits)
+	qb, err := d.rowBytes(qw, 4*out, r0, r1)
+	if err != nil {
+		return err
+	}
+	if err := packing.UnpackGPTQColumns(codes, qb, out, bits, d.c0, d.c1, d.lo, d.hi); err != nil {
+		return d.fail(qw, "qweight", err.Error())
+	}
+	return nil
+}
+
 func (d *dq) gptq() ([]float32, error) {
 	qw, err := d.need("qweight")
 	if err != nil {
 		return nil, err
 	}
 	in, out, bits := d.cols, d.rows, d.m.Bits
-	if _, err := packing.GPTQWeightRows(in, bits); err != nil {
-		return nil, d.fail(qw, "qweight", err.Error())
-	}
-	r0, r1 := packing.GPTQWordRows(d.c0, d.c1, bits)
-	qb, err := d.rowBytes(qw, 4*out, r0, r1)
-	if err != nil {
-		return nil, err
-	}
 	w := d.c1 - d.c0
 	codes := make([]uint8, w*(d.hi-d.lo))
-	if err := packing.UnpackGPTQColumns(codes, qb, out, bits, d.c0, d.c1, d.lo, d.hi); err != nil {
-		return nil, d.fail(qw, "qweight", err.Error())
+	if err := d.gptqCodes(qw, codes); err != nil {
+		return nil, err
 	}
 	scales, zeros, groups, err := d.scalesAndZeros(func(dst []uint8, b []byte, groups int) error {
+		if d.m.Layout == LayoutGPTQp {
+			return packing.UnpackPlanarRowBits(dst, b, groups, out, bits)
+		}
 		return packing.UnpackRowBits(dst, b, groups, out, bits)
 	})
 	if err != nil {

@@ -45,6 +45,7 @@ const (
 	LayoutCTPack      = "ct-pack"            // int weight_packed I32 + weight_scale (+ zero point, g_idx)
 	LayoutGPTQ        = "gptq"               // v1: zeros stored as z−1
 	LayoutGPTQv2      = "gptq_v2"
+	LayoutGPTQp       = "gptq_p" // GPT-QModel's planar 3/5/6/7-bit qweight and qzeros, v2 zero points
 	LayoutAWQ         = "awq-gemm"
 	LayoutGPTOSS      = "gpt-oss" // MXFP4 *_blocks + *_scales
 	LayoutFP8Tensor   = "fp8-tensor"
@@ -469,7 +470,10 @@ func classifyGPTQorAWQ(m *Module, qw *TensorInfo, s *Scheme) {
 		m.WeightShape = []uint64{qw.Shape[1] * 8, qw.Shape[0]}
 	} else {
 		m.Format, m.Layout = fmt.Sprintf("int%d", m.Bits), LayoutGPTQ
-		if s.CheckpointFormat == "gptq_v2" || s.CheckpointFormat == "gptq_p" { // gptq_p: v2's zero points (2, 4, 8 bits)
+		switch {
+		case s.CheckpointFormat == "gptq_p" && m.Bits != 2 && m.Bits != 4 && m.Bits != 8:
+			m.Layout = LayoutGPTQp
+		case s.CheckpointFormat == "gptq_v2", s.CheckpointFormat == "gptq_p": // gptq_p's 2/4/8-bit words are the continuous ones
 			m.Layout = LayoutGPTQv2
 		}
 		m.WeightShape = []uint64{qw.Shape[1], qw.Shape[0] * 32 / uint64(m.Bits)}
@@ -591,4 +595,15 @@ func fp8Layout(m *Module, w, scale *TensorInfo, s *Scheme) string {
 		return LayoutFP8Block
 	}
 	return LayoutFP8Channel
+}
+
+// PackedInputs says whether the module's inputs are packed along qweight's
+// rows (GPTQ in any layout, AWQ): a window of its columns reads only the
+// rows holding them.
+func (m *Module) PackedInputs() bool {
+	switch m.Layout {
+	case LayoutGPTQ, LayoutGPTQv2, LayoutGPTQp, LayoutAWQ:
+		return true
+	}
+	return false
 }

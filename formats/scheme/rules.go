@@ -117,7 +117,7 @@ func checkModule(m *Module, s *Scheme) []Finding {
 				add("scale-shape", SeverityError, role, "FP8 weight %v with %d×%d blocks wants scales %v, found %v", m.WeightShape, br, bc, want, t.Shape)
 			}
 		}
-	case m.Layout == LayoutGPTQ || m.Layout == LayoutGPTQv2 || m.Layout == LayoutAWQ:
+	case m.PackedInputs():
 		scs, ok := m.infos.lookup("scales")
 		if !ok {
 			add("scale-missing", SeverityError, "qweight", "%s qweight has no scales", m.Layout)

@@ -60,7 +60,7 @@ func SampleRows(m *Module, r TensorReader, lo, hi, c0, c1 int) (*Sample, error) 
 		err = d.sampleCTPack(s)
 	case m.Layout == LayoutModelOptAWQ:
 		err = d.sampleModelOptAWQ(s)
-	case m.Layout == LayoutGPTQ || m.Layout == LayoutGPTQv2 || m.Layout == LayoutAWQ:
+	case m.PackedInputs():
 		err = d.sampleGPTQ(s)
 	}
 	if err != nil {
@@ -270,13 +270,8 @@ func (d *dq) sampleGPTQ(s *Sample) error {
 			copy(codes[i*n:(i+1)*n], all[i*out+d.lo:i*out+d.hi])
 		}
 	} else {
-		r0, r1 := packing.GPTQWordRows(d.c0, d.c1, d.m.Bits)
-		b, err := d.rowBytes(qw, 4*out, r0, r1)
-		if err != nil {
+		if err := d.gptqCodes(qw, codes); err != nil {
 			return err
-		}
-		if err := packing.UnpackGPTQColumns(codes, b, out, d.m.Bits, d.c0, d.c1, d.lo, d.hi); err != nil {
-			return d.fail(qw, "qweight", err.Error())
 		}
 	}
 	countInts(s, d.m.Bits, false, func(k int) int { return int(codes[k]) }, len(codes))

@@ -73,7 +73,7 @@ func OpenRows(m *Module, r TensorReader) (*RowStream, error) {
 	switch {
 	case m.Format == FormatNone:
 		return nil, &DequantError{Module: m.Name, Rule: "no-weight", Msg: "module has no weight to decode"}
-	case m.Layout == LayoutGPTQ || m.Layout == LayoutGPTQv2 || m.Layout == LayoutAWQ:
+	case m.PackedInputs():
 		if s.r, err = readAll(m, r); err != nil {
 			return nil, err
 		}

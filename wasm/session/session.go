@@ -184,7 +184,7 @@ func (s *Session) SampleWindow(name string, rowStart, rows, colStart int) (*Samp
 	}
 	hi := min(uint64(rowStart+rows), total)
 	c0, c1 := 0, int(cols)
-	if m.Layout == scheme.LayoutGPTQ || m.Layout == scheme.LayoutGPTQv2 || m.Layout == scheme.LayoutAWQ {
+	if m.PackedInputs() {
 		if colStart < 0 || uint64(colStart) >= cols {
 			return nil, fmt.Errorf("module %q: column %d outside 0:%d", m.Name, colStart, cols)
 		}
