@@ -217,7 +217,7 @@ function showError(err, source) {
   box.hidden = false;
   box.dataset.kind = err.kind || "other";
   const what = {
-    auth: ["This repo is gated or private", "It needs a Hugging Face token with access. Enter one under Settings and inspect again."],
+    auth: ["No access to this repo", "It is gated or private and needs a Hugging Face token with access (enter one under Settings and inspect again), or no repo has this name."],
     "not-found": ["Not found", "No such repo, revision or file on " + endpoint() + "."],
     format: ["The files break a format rule", "A header is invalid, so the checkpoint cannot be read as stored."],
     config: ["A config file cannot be read", "config.json or hf_quant_config.json is not what its producer writes."],
@@ -229,7 +229,7 @@ function showError(err, source) {
     err.tensor ? " · tensor " : "", err.tensor ? el("code", { id: "error-tensor", text: err.tensor }) : null,
     err.file ? " · file " : "", err.file ? el("code", { text: err.file }) : null));
   // The engine's words are the CLI's; on the page, advice is the page's.
-  const msg = (err.message || String(err)).replace(/:? ?pass --token or set HF_TOKEN/g, "");
+  const msg = (err.message || String(err)).replace(/:? ?pass --token or set HF_TOKEN/g, "").replace(/ ?\((?:--token or HF_TOKEN)\)|:? ?check --token or HF_TOKEN/g, "");
   kids.push(el("p", { class: "small", id: "error-message", text: msg }));
   if (err.kind === "auth") {
     const held = state.token && !tokenFor(source, endpoint());

@@ -287,7 +287,18 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request, dir string) 
 			return true
 		}
 	}
-	httpError(w, http.StatusUnauthorized, "Access to this model is restricted. You must be authenticated to access it.")
+	// As the hub answers: 401 without a token, 403 for a token without
+	// access, both with X-Error-Code GatedRepo.
+	w.Header().Set("X-Error-Code", "GatedRepo")
+	if tok == "" {
+		msg := "Access to this model is restricted. You must have access to it and be authenticated to access it."
+		w.Header().Set("X-Error-Message", msg)
+		httpError(w, http.StatusUnauthorized, msg)
+		return false
+	}
+	msg := "Access to this model is restricted and you are not in the authorized list."
+	w.Header().Set("X-Error-Message", msg)
+	httpError(w, http.StatusForbidden, msg)
 	return false
 }
 

@@ -347,13 +347,31 @@ func (c *Client) statusError(u string, resp *Response) *HTTPError {
 	if len(msg) > 200 {
 		msg = msg[:200] + "…"
 	}
+	code, hubMsg := resp.Get("x-error-code"), strings.TrimSpace(resp.Get("x-error-message"))
+	switch {
+	case (resp.Status == 401 || resp.Status == 403) && code == "GatedRepo":
+		e.Msg = "the repo is gated: request access on its page with the account whose token you give (--token or HF_TOKEN)"
+	case resp.Status == 401 && strings.HasPrefix(hubMsg, "Invalid credentials"):
+		e.Msg = "the token was refused (invalid credentials): check --token or HF_TOKEN"
+	case resp.Status == 401 || code == "RepoNotFound":
+		// The hub answers 401 alike for a repo that does not exist and for
+		// a private or gated one read without a token (huggingface_hub
+		// reads both as RepoNotFound).
+		e.Msg = "repository not found: check ORG/NAME, or, if it is private or gated, give a token that can read it (--token or HF_TOKEN)"
+		if c.token != "" {
+			e.Msg = "repository not found, or private or gated and the token given cannot read it: check ORG/NAME and the token's access"
+		}
+	case resp.Status == 403:
+		e.Msg = "forbidden: the repo needs a token with access (--token or HF_TOKEN)"
+		if c.token != "" {
+			e.Msg = "forbidden: the token given has no access to this repo (a fine-grained token needs read access to it)"
+		}
+	}
+	if e.Msg != "" && hubMsg != "" && len(hubMsg) <= 200 {
+		e.Msg += " (hub: " + hubMsg + ")"
+	}
 	switch resp.Status {
 	case 401, 403:
-		what := "a token"
-		if c.token != "" {
-			what = "a token with access (the one given was refused)"
-		}
-		e.Msg = fmt.Sprintf("the repo is gated or private and needs %s: pass --token or set HF_TOKEN", what)
 	case 404:
 		e.Msg = "not found"
 		if resp.Get("x-error-code") == "RevisionNotFound" {

@@ -165,3 +165,39 @@ func TestListingSizeDisagrees(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// The hub answers 401 alike for a repo that does not exist and for a
+// private or gated one read without a token; its X-Error-Code and
+// X-Error-Message tell the cases apart where they can, and the error says
+// what a person can do about each.
+func TestAccessErrors(t *testing.T) {
+	for _, c := range []struct {
+		status      int
+		code, msg   string
+		token, want string
+	}{
+		{401, "", "", "", "repository not found: check ORG/NAME, or, if it is private or gated, give a token"},
+		{401, "RepoNotFound", "Repository not found", "hf_x", "repository not found, or private or gated and the token given cannot read it"},
+		{401, "", "Invalid credentials in Authorization header", "hf_bad", "the token was refused (invalid credentials)"},
+		{401, "GatedRepo", "Access to model org/name is restricted.", "", "the repo is gated: request access on its page"},
+		{403, "GatedRepo", "", "hf_x", "the repo is gated: request access"},
+		{403, "", "", "hf_x", "forbidden: the token given has no access"},
+	} {
+		err := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+			if c.code != "" {
+				w.Header().Set("X-Error-Code", c.code)
+			}
+			if c.msg != "" {
+				w.Header().Set("X-Error-Message", c.msg)
+			}
+			w.WriteHeader(c.status)
+		}, nil, WithToken(c.token))
+		var he *HTTPError
+		if !errors.As(err, &he) || he.Status != c.status || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%d %q %q: %v, want %q", c.status, c.code, c.msg, err, c.want)
+		}
+		if c.token != "" && strings.Contains(err.Error(), c.token) {
+			t.Errorf("the error shows the token: %v", err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -76,8 +77,13 @@ func ParseSource(s, endpoint string) (Spec, error) {
 		return Spec{Kind: KindURL, URL: s}, nil
 	}
 	hubURL := u.Scheme + "://" + u.Host
-	if u.Host == ep.Host {
+	switch {
+	case u.Host == ep.Host:
 		hubURL = endpoint // keep a path prefix the endpoint may have
+	case slices.Contains(OfficialHosts, u.Host):
+		// hf.co and www.huggingface.co redirect to huggingface.co, and a
+		// redirect to another host drops the token: go there directly
+		hubURL = DefaultEndpoint
 	}
 	p := strings.Trim(strings.TrimPrefix(u.EscapedPath(), strings.TrimRight(endpointPath(hubURL), "/")), "/")
 	parts := strings.Split(p, "/")
@@ -89,6 +95,12 @@ func ParseSource(s, endpoint string) (Spec, error) {
 	if len(parts) > 0 && parts[0] == "models" {
 		parts = parts[1:]
 	}
+	if len(parts) > 0 {
+		switch parts[0] {
+		case "datasets", "spaces", "buckets":
+			return Spec{}, fmt.Errorf("%s: a %s repo, not a model: quantscope reads model repos (https://HUB/ORG/NAME)", s, strings.TrimSuffix(parts[0], "s"))
+		}
+	}
 	if len(parts) < 2 {
 		return Spec{}, fmt.Errorf("%s: want https://HUB/ORG/NAME", s)
 	}
@@ -97,16 +109,34 @@ func ParseSource(s, endpoint string) (Spec, error) {
 		return Spec{}, fmt.Errorf("%s: %v", s, err)
 	}
 	rest := parts[2:]
+	if len(rest) >= 2 {
+		// a special ref spans three path elements unencoded in the hub's
+		// web routes: refs/pr/N, refs/convert/NAME
+		if n := specialRef(rest[1:]); n > 1 {
+			rest = append([]string{rest[0], strings.Join(rest[1:1+n], "/")}, rest[1+n:]...)
+		}
+	}
 	switch {
 	case len(rest) == 0:
-	case rest[0] == "tree" && len(rest) >= 2:
+	case rest[0] == "tree" && len(rest) == 2:
 		spec.Rev = rest[1]
+	case rest[0] == "tree" && len(rest) > 2:
+		return Spec{}, fmt.Errorf("%s: a folder of the repo (%s): quantscope reads a whole repo (its config.json and every shard at the root), or one file (/blob/REV/PATH)", s, strings.Join(rest[2:], "/"))
 	case (rest[0] == "blob" || rest[0] == "resolve") && len(rest) >= 3:
 		spec.Kind, spec.Rev, spec.Path = KindRepoFile, rest[1], strings.Join(rest[2:], "/")
 	default:
 		return Spec{}, fmt.Errorf("%s: want ORG/NAME, /tree/REV, /blob/REV/PATH or /resolve/REV/PATH after the hub", s)
 	}
 	return spec, nil
+}
+
+// specialRef is how many path elements the revision starting parts takes:
+// 3 for refs/pr/N and refs/convert/NAME, else 1.
+func specialRef(parts []string) int {
+	if len(parts) >= 3 && parts[0] == "refs" && (parts[1] == "pr" || parts[1] == "convert") && parts[2] != "" {
+		return 3
+	}
+	return 1
 }
 
 func endpointPath(e string) string {

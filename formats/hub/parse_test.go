@@ -1,6 +1,9 @@
 package hub
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseSource(t *testing.T) {
 	const ep = "http://127.0.0.1:9000"
@@ -9,7 +12,13 @@ func TestParseSource(t *testing.T) {
 		"org/name@v1.0":                    {Kind: KindRepo, Endpoint: ep, Repo: "org/name", Rev: "v1.0"},
 		"https://huggingface.co/org/name":  {Kind: KindRepo, Endpoint: "https://huggingface.co", Repo: "org/name"},
 		"https://huggingface.co/org/name/": {Kind: KindRepo, Endpoint: "https://huggingface.co", Repo: "org/name"},
-		"https://hf.co/org/name/tree/dev":  {Kind: KindRepo, Endpoint: "https://hf.co", Repo: "org/name", Rev: "dev"},
+		// hf.co redirects to huggingface.co (dropping the token at the hop): go there
+		"https://hf.co/org/name/tree/dev":                                            {Kind: KindRepo, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "dev"},
+		"https://www.huggingface.co/org/name":                                        {Kind: KindRepo, Endpoint: "https://huggingface.co", Repo: "org/name"},
+		"https://huggingface.co/org/name/tree/refs/pr/1":                             {Kind: KindRepo, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "refs/pr/1"},
+		"https://huggingface.co/org/name/blob/refs/pr/12/model.safetensors":          {Kind: KindRepoFile, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "refs/pr/12", Path: "model.safetensors"},
+		"https://huggingface.co/org/name/resolve/refs%2Fpr%2F3/a/b.safetensors":      {Kind: KindRepoFile, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "refs/pr/3", Path: "a/b.safetensors"},
+		"https://huggingface.co/org/name/blob/refs/convert/parquet/x.safetensors":    {Kind: KindRepoFile, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "refs/convert/parquet", Path: "x.safetensors"},
 		"https://huggingface.co/org/name/blob/main/model-00001-of-00002.safetensors": {Kind: KindRepoFile, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "main", Path: "model-00001-of-00002.safetensors"},
 		"https://huggingface.co/org/name/resolve/abc123/sub/dir/x.safetensors":       {Kind: KindRepoFile, Endpoint: "https://huggingface.co", Repo: "org/name", Rev: "abc123", Path: "sub/dir/x.safetensors"},
 		"http://127.0.0.1:9000/org/name":                                             {Kind: KindRepo, Endpoint: ep, Repo: "org/name"},
@@ -29,6 +38,17 @@ func TestParseSource(t *testing.T) {
 	for _, bad := range []string{"justaname", "a/b/c", "../x", "org/..", "ftp://huggingface.co/a/b", "https://huggingface.co/org", "https://files.example/page.html", "https://huggingface.co/org/name/commits/main", "org/na me"} {
 		if s, err := ParseSource(bad, ep); err == nil {
 			t.Errorf("%q accepted as %+v", bad, s)
+		}
+	}
+	// Each refused with the reason a person needs.
+	for bad, why := range map[string]string{
+		"https://huggingface.co/datasets/squad":              "a dataset repo, not a model",
+		"https://huggingface.co/datasets/org/name":           "a dataset repo, not a model",
+		"https://huggingface.co/spaces/org/name":             "a space repo, not a model",
+		"https://huggingface.co/org/name/tree/main/sub/fold": "a folder of the repo (sub/fold)",
+	} {
+		if _, err := ParseSource(bad, ep); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("%q: %v, want %q", bad, err, why)
 		}
 	}
 	if s, _ := ParseSource("org/name", ""); s.Endpoint != DefaultEndpoint {

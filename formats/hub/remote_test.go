@@ -302,9 +302,12 @@ func TestGated(t *testing.T) {
 	if strings.Contains(err.Error(), "hf_secret") {
 		t.Fatal("error shows the token")
 	}
+	if !strings.Contains(err.Error(), "the repo is gated: request access") {
+		t.Fatalf("without a token, the hub's GatedRepo code not read: %v", err)
+	}
 	_, err = checkpoint.Load(context.Background(), e.client(t, hub.WithToken("wrong")).OpenRepo(context.Background(), r.ID, ""), checkpoint.Options{})
-	if !errors.As(err, &he) || !strings.Contains(err.Error(), "refused") {
-		t.Fatalf("wrong token: %v", err)
+	if !errors.As(err, &he) || he.Status != 403 || !strings.Contains(err.Error(), "gated") {
+		t.Fatalf("a token without access: %v", err)
 	}
 	ck := loadRemote(t, e.client(t, hub.WithToken("hf_secret")).OpenRepo(context.Background(), r.ID, ""))
 	if len(ck.Modules) == 0 {
