@@ -21,7 +21,7 @@ const DefaultEndpoint = "https://huggingface.co"
 const (
 	DefaultParallel = 20               // requests in flight
 	DefaultRetries  = 4                // extra attempts after a temporary failure
-	DefaultTimeout  = 30 * time.Second // one request, headers and body
+	DefaultTimeout  = 30 * time.Second // a request without progress: to its headers, or between body bytes
 	DefaultPrefix   = 100_000          // first read of a header of unknown size
 	maxRedirects    = 5
 	maxErrorBody    = 64 << 10
@@ -111,7 +111,10 @@ func WithRetries(n int) Option {
 	}
 }
 
-// WithTimeout bounds each request, body included (default 30 s).
+// WithTimeout bounds how long a request may go without progress (default
+// 30 s): until its response headers, then between two reads of its body
+// that bring bytes. A large body on a slow link takes as long as it needs
+// while bytes keep coming; a stalled one is cut off.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -183,8 +186,9 @@ func (e *HTTPError) Error() string {
 	return fmt.Sprintf("GET %s: HTTP %d: %s", e.URL, e.Status, e.Msg)
 }
 
-// Temporary reports whether retrying may succeed (429 and 5xx).
-func (e *HTTPError) Temporary() bool { return e.Status == 429 || e.Status >= 500 }
+// Temporary reports whether retrying may succeed (408, 429 and 5xx, as
+// huggingface_hub retries).
+func (e *HTTPError) Temporary() bool { return e.Status == 408 || e.Status == 429 || e.Status >= 500 }
 
 // ErrChanged is wrapped when a file's ETag differs between two reads.
 var ErrChanged = errors.New("file changed between reads")
@@ -202,15 +206,32 @@ type meta struct {
 
 // countingBody counts body bytes as they are read.
 type countingBody struct {
-	r io.ReadCloser
-	c *Client
+	r  io.ReadCloser
+	c  *Client
+	wd *watchdog // nil outside do
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.c.bytes.Add(int64(n))
+	if n > 0 && b.wd != nil {
+		b.wd.t.Reset(b.wd.d)
+	}
 	return n, err
 }
+
+// watchdog cancels an attempt that makes no progress for d: its timer
+// starts with the request and restarts at each read of the body that
+// brings bytes.
+type watchdog struct {
+	t *time.Timer
+	d time.Duration
+}
+
+type watchdogKey struct{}
+
+// errStalled is the cause of an attempt cut off by its watchdog.
+var errStalled = errors.New("no progress")
 func (b *countingBody) Close() error { return b.r.Close() }
 
 // roundTrip sends one GET, following redirects itself (each hop counted).
@@ -243,7 +264,8 @@ func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta,
 		case 200, 206:
 			m.etag = resp.Get("etag")
 			m.final = resp.URL
-			resp.Body = &countingBody{r: resp.Body, c: c}
+			wd, _ := ctx.Value(watchdogKey{}).(*watchdog)
+			resp.Body = &countingBody{r: resp.Body, c: c, wd: wd}
 			return resp, m, nil
 		case 301, 302, 303, 307, 308:
 			loc := resp.Get("location")
@@ -379,6 +401,8 @@ func (c *Client) statusError(u string, resp *Response) *HTTPError {
 		}
 	case 416:
 		e.Msg = "range not satisfiable (" + resp.Get("content-range") + ")"
+	case 408:
+		e.Msg = "request timeout"
 	case 429:
 		e.Msg = "rate limited"
 	default:
@@ -388,7 +412,24 @@ func (c *Client) statusError(u string, resp *Response) *HTTPError {
 		e.Msg += ": " + msg
 	}
 	e.RetryAfter = retryAfter(resp.Get("retry-after"))
+	if e.RetryAfter == 0 && resp.Status == 429 {
+		e.RetryAfter = rateLimitReset(resp.Get("ratelimit"))
+	}
 	return e
+}
+
+// rateLimitReset reads the hub's RateLimit header ("api";r=0;t=N, the IETF
+// draft's form): the window resets in N seconds; a retry waits N+1, as
+// huggingface_hub does. 0 when the header says nothing usable.
+func rateLimitReset(v string) time.Duration {
+	for _, part := range strings.Split(v, ";") {
+		if t, ok := strings.CutPrefix(strings.TrimSpace(part), "t="); ok {
+			if n, err := strconv.Atoi(t); err == nil && n >= 0 {
+				return time.Duration(n+1) * time.Second
+			}
+		}
+	}
+	return 0
 }
 
 func retryAfter(v string) time.Duration {
@@ -441,16 +482,18 @@ func (c *Client) do(ctx context.Context, op func(ctx context.Context) error) err
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		actx, cancel := context.WithTimeout(ctx, c.timeout)
-		err = op(actx)
-		timedOut := actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
-		cancel()
+		actx, cancel := context.WithCancelCause(ctx)
+		wd := &watchdog{d: c.timeout, t: time.AfterFunc(c.timeout, func() { cancel(errStalled) })}
+		err = op(context.WithValue(actx, watchdogKey{}, wd))
+		wd.t.Stop()
+		timedOut := errors.Is(context.Cause(actx), errStalled) && ctx.Err() == nil
+		cancel(nil)
 		<-c.sem
 		if err == nil {
 			return nil
 		}
 		if timedOut {
-			err = fmt.Errorf("%w (no complete answer within %v)", err, c.timeout)
+			err = fmt.Errorf("%w (no progress within %v)", err, c.timeout)
 		}
 		if attempt >= c.retries || !retryable(err, ctx) {
 			return err

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -199,5 +201,126 @@ func TestAccessErrors(t *testing.T) {
 		if c.token != "" && strings.Contains(err.Error(), c.token) {
 			t.Errorf("the error shows the token: %v", err)
 		}
+	}
+}
+
+// The timeout bounds a request's lack of progress, not its length: a body
+// that keeps coming, slower than the timeout in all, is read whole; one
+// that stops for longer than the timeout is cut off and said so.
+func TestTimeoutIsProgress(t *testing.T) {
+	trickle := func(pause time.Duration, at int) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			const n = 64 << 10
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			w.WriteHeader(200)
+			chunk := make([]byte, n/16)
+			for i := range 16 {
+				d := 15 * time.Millisecond
+				if i == at {
+					d = pause
+				}
+				time.Sleep(d)
+				w.Write(chunk)
+				w.(http.Flusher).Flush()
+			}
+		}
+	}
+	start := time.Now()
+	if err := hostile(t, trickle(15*time.Millisecond, -1), nil, WithTimeout(100*time.Millisecond)); err != nil {
+		t.Fatalf("a body arriving for %v, steadily, with a 100 ms timeout: %v", time.Since(start), err)
+	}
+	err := hostile(t, trickle(400*time.Millisecond, 8), nil, WithTimeout(100*time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "no progress within 100ms") {
+		t.Fatalf("a body that stalls 400 ms: %v", err)
+	}
+}
+
+// A read larger than a file's cache (a whole tensor, decoded) is not kept
+// in it: kept, the bytes would be held twice, by the cache and by the
+// caller's copy.
+func TestLargeReadNotCached(t *testing.T) {
+	const n = cacheLimit + 1<<20
+	data := make([]byte, n)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "m.safetensors", time.Time{}, bytes.NewReader(data))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, _, err := c.OpenURL(context.Background(), srv.URL+"/m.safetensors").Open(context.Background(), "m.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := ra.(*RemoteFile)
+	if _, err := f.ReadAt(make([]byte, n-100), 50); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	cached := f.cached
+	f.mu.Unlock()
+	if cached > cacheLimit {
+		t.Fatalf("%d bytes cached after a %d-byte read, over the %d limit", cached, n-100, cacheLimit)
+	}
+}
+
+// A server that ignores Range answers every read with the whole file: a
+// read near its start skips there, one past maxSkip is refused at once,
+// naming the cause, instead of downloading everything before it.
+func TestServerIgnoringRange(t *testing.T) {
+	const size = maxSkip + 32<<20
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.WriteHeader(200)
+		n, _ := io.Copy(w, io.LimitReader(zeros{}, size))
+		sent.Add(n)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(WithRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, _, err := c.OpenURL(context.Background(), srv.URL+"/m.safetensors").Open(context.Background(), "m.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ra.ReadAt(make([]byte, 100), 1000); err != nil {
+		t.Fatalf("a read near the start of a full-body answer: %v", err)
+	}
+	_, err = ra.ReadAt(make([]byte, 100), size-1000)
+	if err == nil || !strings.Contains(err.Error(), "ignores Range") {
+		t.Fatalf("a read past %d MiB of a full-body answer: %v", maxSkip>>20, err)
+	}
+	srv.CloseClientConnections()
+	if s := sent.Load(); s > size/2 {
+		t.Errorf("%d bytes sent for the refused read", s)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// A 429 without Retry-After waits for the hub's RateLimit window to reset
+// (t=N: N+1 seconds, as huggingface_hub waits); 408 is temporary too.
+func TestRateLimitHeader(t *testing.T) {
+	c, err := NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, want := range map[string]time.Duration{`"api";r=0;t=12`: 13 * time.Second, `"resolvers";r=3; t=0`: time.Second, "junk": 0, "": 0} {
+		e := c.statusError("https://huggingface.co/x", &Response{Status: 429, Header: map[string]string{"ratelimit": h}, Body: io.NopCloser(strings.NewReader(""))})
+		if e.RetryAfter != want || !e.Temporary() {
+			t.Errorf("RateLimit %q: wait %v, want %v", h, e.RetryAfter, want)
+		}
+	}
+	e := c.statusError("https://huggingface.co/x", &Response{Status: 429, Header: map[string]string{"ratelimit": `"api";r=0;t=12`, "retry-after": "3"}, Body: io.NopCloser(strings.NewReader(""))})
+	if e.RetryAfter != 3*time.Second {
+		t.Errorf("Retry-After and RateLimit: wait %v, want Retry-After's 3s", e.RetryAfter)
+	}
+	if e := (&HTTPError{Status: 408}); !e.Temporary() {
+		t.Error("408 is not retried")
 	}
 }

@@ -123,6 +123,9 @@ func (f *RemoteFile) fromCache(off, n int64) ([]byte, bool) {
 }
 
 func (f *RemoteFile) remember(off int64, data []byte) {
+	if int64(len(data)) > cacheLimit {
+		return // a read larger than the cache (a whole tensor) is its caller's alone: kept, it would double the memory
+	}
 	f.blocks = append(f.blocks, block{off: off, data: data})
 	f.cached += int64(len(data))
 	for f.cached > cacheLimit && len(f.blocks) > 1 {
@@ -230,8 +233,14 @@ func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
 	return out, err
 }
 
+// maxSkip is how far into a full-body answer (a server that ignores Range)
+// a read goes to reach its bytes; a header or a tensor further in is
+// refused rather than downloading a shard's gigabytes before it.
+const maxSkip = 64 << 20
+
 // readRange sends one ranged GET (plus redirect hops) and reads the body.
-// A server that ignores Range and answers 200 is read only as far as needed.
+// A server that ignores Range and answers 200 is read only as far as needed,
+// and no further than maxSkip into the file.
 func (c *Client) readRange(ctx context.Context, u string, off, n int64) ([]byte, meta, error) {
 	resp, m, err := c.roundTrip(ctx, u, fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 	if err != nil {
@@ -255,6 +264,9 @@ func (c *Client) readRange(ctx context.Context, u string, off, n int64) ([]byte,
 		}
 		n = min(n, end-start+1)
 	case 200:
+		if off > maxSkip {
+			return nil, m, &permanentError{fmt.Errorf("GET %s: the server ignores Range (it answered 200, the whole file): reaching byte %d would download every byte before it; refused past %d MiB", redact(u), off, maxSkip>>20)}
+		}
 		skip = off // the whole file: read through to the range, then stop
 		if cl := resp.Get("content-length"); cl != "" {
 			if total, err := strconv.ParseInt(cl, 10, 64); err == nil {
