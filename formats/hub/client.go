@@ -232,6 +232,7 @@ type watchdogKey struct{}
 
 // errStalled is the cause of an attempt cut off by its watchdog.
 var errStalled = errors.New("no progress")
+
 func (b *countingBody) Close() error { return b.r.Close() }
 
 // roundTrip sends one GET, following redirects itself (each hop counted).
