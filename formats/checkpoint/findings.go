@@ -225,21 +225,24 @@ func (c *Checkpoint) checkLabel() []scheme.Finding {
 	if s.Family == scheme.FamilyNone {
 		return nil
 	}
+	// Only the modules the config calls quantized count: embeddings, norms,
+	// a vision tower or a head left in 16 bits on purpose are no sign of a
+	// wrong label (a small tied model's embedding alone can be half its
+	// bytes).
 	var total, wide, quant uint64
-	for _, sh := range c.Shards {
-		for _, t := range sh.Header.Tensors {
-			total += t.NBytes()
-			switch t.DType {
-			case safetensors.BF16, safetensors.F16, safetensors.F32:
-				wide += t.NBytes()
-			}
-		}
-	}
 	nq := 0
 	for _, m := range c.Modules {
 		if m.Quantized {
 			nq++
+		}
+		if q, _ := s.Declared(m); !q {
+			continue
+		}
+		total += m.Bytes
+		if m.Quantized {
 			quant += m.Bytes
+		} else if w, ok := m.Info("weight"); ok && (w.DType == safetensors.BF16 || w.DType == safetensors.F16 || w.DType == safetensors.F32) {
+			wide += m.Bytes
 		}
 	}
 	var out []scheme.Finding
@@ -251,7 +254,7 @@ func (c *Checkpoint) checkLabel() []scheme.Finding {
 	low := s.Family == scheme.FamilyNVFP4 || s.Family == scheme.FamilyMXFP4 || s.Family == scheme.FamilyFP8 || s.Family == scheme.FamilyInt
 	if low && total > 0 && wide*2 > total {
 		out = append(out, scheme.Finding{Rule: RuleLabelVsBytes, Severity: scheme.SeverityWarning,
-			Message: fmt.Sprintf("declared %s, but %.0f%% of the tensor bytes are 16/32-bit floats (%d of %d); quantized modules hold %.0f%%",
+			Message: fmt.Sprintf("declared %s, but %.0f%% of the bytes of the modules it calls quantized are 16/32-bit floats (%d of %d); quantized modules hold %.0f%%",
 				s.Family, 100*float64(wide)/float64(total), wide, total, 100*float64(quant)/float64(total))})
 	}
 	return out

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/numeric"
+	"github.com/quantscope/quantscope/formats/packing"
 	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/synth"
@@ -527,4 +528,42 @@ func f32sOf(b []byte) []float32 {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return v
+}
+
+// label-vs-bytes weighs only the modules the config calls quantized: a
+// small model's 16-bit embedding (tied, so no head) or a vision tower left
+// unquantized on purpose may hold most of the bytes without the label
+// being wrong. A Mamba conv1d [C, 1, K] is no Linear a "Linear" group
+// quantizes.
+func TestLabelWeighsDeclaredModules(t *testing.T) {
+	const vocab, hidden = 8192, 256
+	w := make([]float32, hidden*hidden)
+	for i := range w {
+		w[i] = float32(math.Sin(float64(i))) * 0.02
+	}
+	ts := synth.GPTQ("model.layers.0.mlp.down_proj", synth.Matrix{Shape: []uint64{hidden, hidden}, Data: w}, 4, 128)
+	ts = append(ts, safetensors.WriteTensor{Name: "model.embed_tokens.weight", DType: safetensors.BF16, Shape: []uint64{vocab, hidden}, Data: make([]byte, 2*vocab*hidden)},
+		safetensors.WriteTensor{Name: "model.layers.0.mamba.conv1d.weight", DType: safetensors.BF16, Shape: []uint64{hidden, 1, 4}, Data: make([]byte, 2*hidden*4)})
+	dir := ctRepo(t, `{"quant_method":"gptq","bits":4,"group_size":128,"sym":false,"checkpoint_format":"gptq"}`, ts)
+	ck, err := loadPath(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ck.Findings {
+		if f.Severity == scheme.SeverityError || f.Severity == scheme.SeverityWarning {
+			t.Errorf("finding on a small GPTQ model with a large embedding: %+v", f)
+		}
+	}
+	ct := ctRepo(t, `{"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":{"group_0":{"targets":["Linear"],
+		"weights":{"num_bits":4,"type":"int","symmetric":true,"strategy":"group","group_size":128}}},"ignore":["lm_head"]}`,
+		append(synth.CTPack("model.layers.0.mlp.down_proj", synth.Matrix{Shape: []uint64{hidden, hidden}, Data: w}, 4, 128, true, packing.CTBitstream),
+			safetensors.WriteTensor{Name: "model.layers.0.mamba.conv1d.weight", DType: safetensors.BF16, Shape: []uint64{hidden, 1, 4}, Data: make([]byte, 2*hidden*4)}))
+	if ck, err = loadPath(t, ct); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ck.Findings {
+		if f.Severity == scheme.SeverityError || f.Severity == scheme.SeverityWarning {
+			t.Errorf("finding on a conv1d beside a Linear group: %+v", f)
+		}
+	}
 }

@@ -176,6 +176,10 @@ func (s *Scheme) readModelOpt(top *obj) error {
 	}
 	if ex := q.strs("exclude_modules"); ex != nil {
 		s.ExcludeModules = ex
+	} else if ig := q.strs("ignore"); ig != nil {
+		// config.json's form of the list (ModelOpt's convert_hf_config,
+		// which vLLM's ModelOpt config also reads)
+		s.ExcludeModules = ig
 	}
 	if kv := q.str("kv_cache_quant_algo"); kv != "" {
 		s.KVCache = kv
@@ -303,6 +307,10 @@ func (s *Scheme) readQuantizationConfig(qc *obj) error {
 			}
 			if s.Format = strings.ToLower(qc.str("version")); s.Format == "" {
 				s.Format = "gemm"
+			}
+			if s.Format != "gemm" {
+				return &ConfigError{File: qc.file, Field: "quantization_config.version",
+					Msg: fmt.Sprintf("AWQ version %q packs its qweight otherwise than gemm (the one quantscope decodes): not read as gemm", s.Format)}
 			}
 		}
 		s.Ignore = qc.strs("modules_to_not_convert")

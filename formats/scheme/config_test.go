@@ -3,6 +3,7 @@ package scheme
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -240,5 +241,18 @@ func TestGPTQCheckpointFormats(t *testing.T) {
 		if m := Group(mem.infos(), s, nil)[0]; m.Layout != c.layout {
 			t.Errorf("%s %d-bit: layout %s, want %s", c.format, c.bits, m.Layout, c.layout)
 		}
+	}
+}
+
+// ModelOpt's config.json form lists the unquantized modules as "ignore"
+// (vLLM reads it so); an AWQ version other than gemm packs otherwise and
+// is refused rather than read as gemm.
+func TestModelOptIgnoreAndAWQVersion(t *testing.T) {
+	s, err := Detect([]byte(`{"quantization_config":{"quant_method":"modelopt","quant_algo":"FP8","ignore":["lm_head","model.layers.0.*"]}}`), nil)
+	if err != nil || !slices.Equal(s.ExcludeModules, []string{"lm_head", "model.layers.0.*"}) || s.ExcludedBy("lm_head") != "lm_head" {
+		t.Errorf("modelopt ignore: %+v, %v", s, err)
+	}
+	if _, err := Detect([]byte(`{"quantization_config":{"quant_method":"awq","bits":4,"group_size":128,"version":"gemv"}}`), nil); err == nil || !strings.Contains(err.Error(), `AWQ version "gemv"`) {
+		t.Errorf("awq gemv: %v", err)
 	}
 }

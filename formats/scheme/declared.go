@@ -78,12 +78,15 @@ func (s *Scheme) Declared(m *Module) (quantized, known bool) {
 	return false, false
 }
 
-// isLinearLike: a module with a matrix weight that is not an embedding or norm.
+// isLinearLike: a module with a matrix weight that is not an embedding or
+// norm, or routed experts stacked in one 3-D tensor. Other weights of more
+// dimensions (a Mamba or gated-delta-net conv1d [C, 1, K]) are no Linear:
+// vLLM builds them unquantized whatever a "Linear" target says.
 func isLinearLike(m *Module) bool {
 	if m.Kind == "embedding" || m.Kind == "norm" || m.Format == FormatNone {
 		return false
 	}
-	return len(m.WeightShape) >= 2
+	return len(m.WeightShape) == 2 || len(m.WeightShape) == 3 && m.Kind == "experts"
 }
 
 // ExcludedBy returns the exclude_modules / ignore / modules_to_not_convert
