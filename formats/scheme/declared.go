@@ -1,6 +1,10 @@
 package scheme
 
-import "github.com/quantscope/quantscope/formats/packing"
+import (
+	"strings"
+
+	"github.com/quantscope/quantscope/formats/packing"
+)
 
 const ctPerWord = packing.CTPerWord
 
@@ -48,7 +52,7 @@ func (s *Scheme) Declared(m *Module) (quantized, known bool) {
 			_, ok := s.QuantizedLayers[m.Name]
 			return ok, linear || ok
 		}
-		if s.compiled().excludeL.first(m.Name, false) >= 0 {
+		if s.modeloptExcluded(m.Name) >= 0 {
 			return false, true
 		}
 		return linear, linear
@@ -99,7 +103,7 @@ func isLinearLike(m *Module) bool {
 func (s *Scheme) ExcludedBy(name string) string {
 	c := s.compiled()
 	if s.Method == "modelopt" {
-		if i := c.excludeL.first(name, false); i >= 0 {
+		if i := s.modeloptExcluded(name); i >= 0 {
 			return s.ExcludeModules[i]
 		}
 		return ""
@@ -108,6 +112,22 @@ func (s *Scheme) ExcludedBy(name string) string {
 		return s.Ignore[i]
 	}
 	return ""
+}
+
+// modeloptExcluded is the index of the exclude_modules entry that matches
+// name, or -1. A multimodal export names its decoder language_model.…
+// while its list may name the bare module (Llama 4's "lm_head" for
+// language_model.lm_head): the name is tried without that prefix too, as
+// vLLM's ModelOpt config matches it.
+func (s *Scheme) modeloptExcluded(name string) int {
+	c := s.compiled()
+	if i := c.excludeL.first(name, false); i >= 0 {
+		return i
+	}
+	if bare, ok := strings.CutPrefix(name, "language_model."); ok {
+		return c.excludeL.first(bare, false)
+	}
+	return -1
 }
 
 // modeloptInt says whether a ModelOpt config declares an integer algorithm

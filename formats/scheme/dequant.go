@@ -131,6 +131,8 @@ func (d *dq) rowsOf() ([]float32, error) {
 	switch {
 	case m.Layout == LayoutUnquantized:
 		return d.dense()
+	case m.Layout == LayoutModelOptExpertsT:
+		return d.nvfp4ExpertsT()
 	case m.Format == FormatNVFP4:
 		return d.nvfp4()
 	case m.Format == FormatMXFP4:
@@ -347,20 +349,9 @@ func (d *dq) nvfp4() ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	global := float32(1)
-	if t, ok := d.m.infos.lookup("weight_scale_2"); ok {
-		if global, err = d.scalar(t); err != nil {
-			return nil, err
-		}
-	} else if t, ok := d.m.infos.lookup("weight_global_scale"); ok {
-		gs, err := d.scalar(t)
-		if err != nil {
-			return nil, err
-		}
-		if gs == 0 {
-			return nil, d.fail(t, "scale-value", "weight_global_scale is 0")
-		}
-		global = 1 / gs
+	global, err := d.nvfp4Global()
+	if err != nil {
+		return nil, err
 	}
 	g, err := d.scaleGrid(sc, 16, nil)
 	if err != nil {
@@ -382,6 +373,26 @@ func (d *dq) nvfp4() ([]float32, error) {
 		numeric.DecodeE2M1Blocks(out[r*d.cols:(r+1)*d.cols], packed[r*d.cols/2:(r+1)*d.cols/2], g.vals[r*blocks:(r+1)*blocks], 16)
 	}
 	return out, nil
+}
+
+// nvfp4Global is an NVFP4 module's global scale as a multiplier:
+// weight_scale_2, or one over compressed-tensors' weight_global_scale; 1
+// without either (the rules report it).
+func (d *dq) nvfp4Global() (float32, error) {
+	if t, ok := d.m.infos.lookup("weight_scale_2"); ok {
+		return d.scalar(t)
+	}
+	if t, ok := d.m.infos.lookup("weight_global_scale"); ok {
+		gs, err := d.scalar(t)
+		if err != nil {
+			return 0, err
+		}
+		if gs == 0 {
+			return 0, d.fail(t, "scale-value", "weight_global_scale is 0")
+		}
+		return 1 / gs, nil
+	}
+	return 1, nil
 }
 
 func (d *dq) mxfp4() ([]float32, error) {

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/packing"
+	"github.com/quantscope/quantscope/formats/safetensors"
 )
 
 // ModelOpt's INT4 AWQ export (W4A16_AWQ, W4A8_AWQ) and AWQ's pre_quant_scale.
@@ -107,4 +109,56 @@ func FoldPreQuantScale(m *Module, r TensorReader, w []float32) error {
 		w[i] *= s[i%cols]
 	}
 	return nil
+}
+
+// nvfp4ExpertsT decodes rows [d.lo, d.hi) of stacked experts stored as
+// ModelOpt exports Llama 4's and gpt-oss's (LayoutModelOptExpertsT): the
+// logical [E, in, out] as [E·in, out], row r being input r % in of expert
+// r / in across the outputs. Its codes are in byte row r/2 (the low nibble
+// for an even input: the export packed along the input, then transposed
+// back), its block scale in scale row r/16; the value is e2m1 ·
+// f32(f32(scale) · scale_2), as for every ModelOpt NVFP4 weight.
+func (d *dq) nvfp4ExpertsT() ([]float32, error) {
+	w, err := d.weightInfo()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := d.need("weight_scale")
+	if err != nil {
+		return nil, err
+	}
+	if len(d.m.WeightShape) != 3 || d.m.WeightShape[1]%16 != 0 {
+		return nil, d.fail(w, "nvfp4-shape", fmt.Sprintf("stacked experts %v: want [E, in, out] with in a multiple of the 16-value block", d.m.WeightShape))
+	}
+	if sc.DType != safetensors.F8_E4M3 || sc.elements() != uint64(d.rows/16*d.cols) {
+		return nil, d.fail(sc, "scale-shape", fmt.Sprintf("want F8_E4M3 [E, in/16, out] = %d scales, found %s %v", d.rows/16*d.cols, sc.DType, sc.Shape))
+	}
+	global, err := d.nvfp4Global()
+	if err != nil {
+		return nil, err
+	}
+	out := d.cols
+	b0, b1 := d.lo/2, (d.hi+1)/2
+	wb, err := d.rowBytes(w, out, b0, b1)
+	if err != nil {
+		return nil, err
+	}
+	s0, s1 := d.lo/16, (d.hi+15)/16
+	sb, err := d.rowBytes(sc, out, s0, s1)
+	if err != nil {
+		return nil, err
+	}
+	scale := make([]float32, len(sb))
+	for i, c := range sb {
+		scale[i] = numeric.E4M3ToFloat32(c) * global
+	}
+	res := make([]float32, (d.hi-d.lo)*out)
+	for r := d.lo; r < d.hi; r++ {
+		codes, srow, shift := wb[(r/2-b0)*out:], scale[(r/16-s0)*out:], 4*(r%2)
+		dst := res[(r-d.lo)*out : (r-d.lo+1)*out]
+		for o := range dst {
+			dst[o] = numeric.E2M1ToFloat32(codes[o]>>shift&15) * srow[o]
+		}
+	}
+	return res, nil
 }

@@ -41,6 +41,12 @@ const (
 // Layouts say how a format's codes and scales are arranged.
 const (
 	LayoutModelOpt    = "modelopt"           // NVFP4: weight U8, weight_scale e4m3, weight_scale_2
+	// LayoutModelOptExpertsT is ModelOpt's NVFP4 export of experts stacked
+	// in one parameter (Llama 4's, gpt-oss's gate_up_proj and down_proj):
+	// U8 [E, in/2, out], the pairs and the 16-blocks along the input
+	// dimension; {name}_weight_scale E4M3 [E, in/16, out]; logical shape
+	// [E, in, out].
+	LayoutModelOptExpertsT = "modelopt-experts-t"
 	LayoutCT          = "compressed-tensors" // NVFP4/MXFP4 weight_packed U8; FP8 weight + weight_scale
 	LayoutCTPack      = "ct-pack"            // int weight_packed I32 + weight_scale (+ zero point, g_idx)
 	LayoutGPTQ        = "gptq"               // v1: zeros stored as z−1
@@ -204,11 +210,23 @@ func SplitName(name string) (module, role string) {
 	if m, ok := strings.CutSuffix(name, "_blocks"); ok && m != "" {
 		return m, "blocks"
 	}
+	// ModelOpt's export of experts stacked in one parameter (Llama 4's,
+	// gpt-oss's): gate_up_proj beside gate_up_proj_weight_scale, …
+	for _, r := range fusedRoles {
+		if m, ok := strings.CutSuffix(name, "_"+r); ok && m != "" && !strings.HasSuffix(m, ".") {
+			return m, r
+		}
+	}
 	if m, ok := strings.CutSuffix(name, "_scales"); ok && m != "" {
 		return m, "mx_scales"
 	}
 	return name, "tensor"
 }
+
+// fusedRoles are the roles ModelOpt names with an underscore after a stacked
+// experts parameter ({name}_weight_scale, quantization/utils.py), longest
+// first.
+var fusedRoles = []string{"weight_scale_2", "weight_scale", "input_scale"}
 
 // dottedRole is dottedRoles as a set: a role is always the last dotted part.
 var dottedRole = func() map[string]bool {
@@ -267,18 +285,35 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 		t.Module, t.Role = mod, role
 	}
 	var deferred []*TensorInfo
+	var fused map[string]bool // stems of ModelOpt's stacked-experts names
 	for i := range tensors {
 		t := &tensors[i]
 		mod, role := SplitName(t.Name)
 		if role == "tensor" && strings.HasSuffix(t.Name, "_bias") {
-			deferred = append(deferred, t) // gpt-oss `*_bias` joins its `*_blocks` module
+			deferred = append(deferred, t) // gpt-oss `*_bias` joins its `*_blocks` (or stacked experts') module
 			continue
+		}
+		if mod != t.Name && slices.Contains(fusedRoles, role) {
+			if fused == nil {
+				fused = map[string]bool{}
+			}
+			fused[mod] = true
 		}
 		add(mod, role, t)
 	}
+	for stem := range fused {
+		// the stacked parameter itself, named as its module: its weight
+		if m := byName[stem]; m != nil {
+			for i := range m.infos {
+				if ri := &m.infos[i]; ri.role == "tensor" && ri.t.Name == stem {
+					ri.role, ri.t.Role = "weight", "weight"
+				}
+			}
+		}
+	}
 	for _, t := range deferred {
 		stem := strings.TrimSuffix(t.Name, "_bias")
-		if m := byName[stem]; m != nil && m.infos.get("blocks") != nil {
+		if m := byName[stem]; m != nil && (m.infos.get("blocks") != nil || fused[stem]) {
 			add(stem, "bias", t)
 		} else {
 			add(t.Name, "tensor", t)
@@ -501,6 +536,9 @@ func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
 		if k := len(sc.Shape); n >= 1 && k >= 1 && sc.Shape[k-1] > 0 && m.WeightShape[n-1]%sc.Shape[k-1] == 0 {
 			m.GroupSize = int(m.WeightShape[n-1] / sc.Shape[k-1])
 		}
+	case w.DType == safetensors.U8 && sc != nil && sc.DType == safetensors.F8_E4M3 && stackedTransposed(m, w, sc):
+		m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatNVFP4, LayoutModelOptExpertsT, 4, 16, true
+		m.WeightShape = []uint64{w.Shape[0], 2 * w.Shape[1], w.Shape[2]} // [E, in, out], as the export stores it
 	case w.DType == safetensors.U8 && sc != nil && (sc.DType == safetensors.F8_E4M3 || m.infos.get("weight_scale_2") != nil):
 		m.Format, m.Layout, m.Bits, m.GroupSize, m.Quantized = FormatNVFP4, LayoutModelOpt, 4, 16, true
 		m.WeightShape = withLast(w.Shape, func(n uint64) uint64 { return 2 * n })
@@ -606,4 +644,14 @@ func (m *Module) PackedInputs() bool {
 		return true
 	}
 	return false
+}
+
+// stackedTransposed says whether a U8 weight named as its module (ModelOpt's
+// stacked experts, {name} beside {name}_weight_scale) is stored as its
+// export writes Llama 4's and gpt-oss's: [E, in/2, out] with scales
+// [E, in/16, out] (unified_export_hf transposes them back after
+// quantizing along the input).
+func stackedTransposed(m *Module, w, sc *TensorInfo) bool {
+	return w.Name == m.Name && len(w.Shape) == 3 && len(sc.Shape) == 3 && sc.Shape[0] == w.Shape[0] &&
+		sc.Shape[2] == w.Shape[2] && sc.Shape[1]*8 == w.Shape[1] && w.Shape[1] > 0
 }

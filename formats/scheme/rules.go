@@ -74,14 +74,22 @@ func checkModule(m *Module, s *Scheme) []Finding {
 			if sc.DType != safetensors.F8_E4M3 {
 				add("scale-dtype", SeverityError, "weight_scale", "NVFP4 block scales are F8_E4M3, this one is %s", sc.DType)
 			}
-			if want := withLast(m.WeightShape, func(n uint64) uint64 { return (n + 15) / 16 }); !slices.Equal(sc.Shape, want) {
+			want := withLast(m.WeightShape, func(n uint64) uint64 { return (n + 15) / 16 })
+			if m.Layout == LayoutModelOptExpertsT { // [E, in/16, out]: the blocks run along the input
+				want = []uint64{m.WeightShape[0], m.WeightShape[1] / 16, m.WeightShape[2]}
+			}
+			if !slices.Equal(sc.Shape, want) {
 				add("scale-shape", SeverityError, "weight_scale", "NVFP4 weight %v wants weight_scale %v (one per 16 values), found %v", m.WeightShape, want, sc.Shape)
 			}
 		}
 		if !hasS2 && !hasGS {
 			add("scale-missing", SeverityError, "weight", "NVFP4 weight has no global scale (weight_scale_2 or weight_global_scale)")
 		}
-		if cols%16 != 0 {
+		if width := cols; m.Layout == LayoutModelOptExpertsT {
+			if m.WeightShape[1]%16 != 0 {
+				add("nvfp4-shape", SeverityError, "weight", "input width %d is not a multiple of the 16-value block", m.WeightShape[1])
+			}
+		} else if width%16 != 0 {
 			add("nvfp4-shape", SeverityError, "weight", "logical width %d is not a multiple of the 16-value block", cols)
 		}
 	case m.Format == FormatMXFP4:

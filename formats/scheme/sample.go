@@ -52,7 +52,7 @@ func SampleRows(m *Module, r TensorReader, lo, hi, c0, c1 int) (*Sample, error) 
 		return s, nil // no values: nothing stored to count
 	}
 	switch {
-	case m.Format == FormatNVFP4 || m.Format == FormatMXFP4:
+	case (m.Format == FormatNVFP4 || m.Format == FormatMXFP4) && m.Layout != LayoutModelOptExpertsT:
 		err = d.sampleE2M1(s)
 	case m.Format == FormatFP8 || m.Format == FormatMXFP8:
 		err = d.sampleFP8(s)

@@ -79,7 +79,7 @@ func OpenRows(m *Module, r TensorReader) (*RowStream, error) {
 		}
 	case m.Layout == LayoutUnquantized:
 		err = s.openDense(d)
-	case m.Format == FormatNVFP4:
+	case m.Format == FormatNVFP4 && m.Layout != LayoutModelOptExpertsT:
 		err = s.openNVFP4(d)
 	case (m.Format == FormatFP8 || m.Format == FormatMXFP8) && m.Layout != LayoutIntChannel:
 		err = s.openFP8(d)
