@@ -40,27 +40,27 @@ const (
 
 // Layouts say how a format's codes and scales are arranged.
 const (
-	LayoutModelOpt    = "modelopt"           // NVFP4: weight U8, weight_scale e4m3, weight_scale_2
+	LayoutModelOpt = "modelopt" // NVFP4: weight U8, weight_scale e4m3, weight_scale_2
 	// LayoutModelOptExpertsT is ModelOpt's NVFP4 export of experts stacked
 	// in one parameter (Llama 4's, gpt-oss's gate_up_proj and down_proj):
 	// U8 [E, in/2, out], the pairs and the 16-blocks along the input
 	// dimension; {name}_weight_scale E4M3 [E, in/16, out]; logical shape
 	// [E, in, out].
 	LayoutModelOptExpertsT = "modelopt-experts-t"
-	LayoutCT          = "compressed-tensors" // NVFP4/MXFP4 weight_packed U8; FP8 weight + weight_scale
-	LayoutCTPack      = "ct-pack"            // int weight_packed I32 + weight_scale (+ zero point, g_idx)
-	LayoutGPTQ        = "gptq"               // v1: zeros stored as z−1
-	LayoutGPTQv2      = "gptq_v2"
-	LayoutGPTQp       = "gptq_p" // GPT-QModel's planar 3/5/6/7-bit qweight and qzeros, v2 zero points
-	LayoutAWQ         = "awq-gemm"
-	LayoutGPTOSS      = "gpt-oss" // MXFP4 *_blocks + *_scales
-	LayoutFP8Tensor   = "fp8-tensor"
-	LayoutFP8Channel  = "fp8-channel"
-	LayoutFP8Block    = "fp8-block"
-	LayoutFP8Group    = "fp8-group"
-	LayoutIntChannel  = "int-scaled"   // I8 weight + weight_scale (int-quantized, naive-quantized)
-	LayoutModelOptAWQ = "modelopt-awq" // ModelOpt INT4 AWQ (W4A16/W4A8): weight U8 [out/2, in], two rows' codes a byte; weight_scale [out, in/group]
-	LayoutUnquantized = "dense"
+	LayoutCT               = "compressed-tensors" // NVFP4/MXFP4 weight_packed U8; FP8 weight + weight_scale
+	LayoutCTPack           = "ct-pack"            // int weight_packed I32 + weight_scale (+ zero point, g_idx)
+	LayoutGPTQ             = "gptq"               // v1: zeros stored as z−1
+	LayoutGPTQv2           = "gptq_v2"
+	LayoutGPTQp            = "gptq_p" // GPT-QModel's planar 3/5/6/7-bit qweight and qzeros, v2 zero points
+	LayoutAWQ              = "awq-gemm"
+	LayoutGPTOSS           = "gpt-oss" // MXFP4 *_blocks + *_scales
+	LayoutFP8Tensor        = "fp8-tensor"
+	LayoutFP8Channel       = "fp8-channel"
+	LayoutFP8Block         = "fp8-block"
+	LayoutFP8Group         = "fp8-group"
+	LayoutIntChannel       = "int-scaled"   // I8 weight + weight_scale (int-quantized, naive-quantized)
+	LayoutModelOptAWQ      = "modelopt-awq" // ModelOpt INT4 AWQ (W4A16/W4A8): weight U8 [out/2, in], two rows' codes a byte; weight_scale [out, in/group]
+	LayoutUnquantized      = "dense"
 )
 
 // Module is a layer's weight with everything stored to describe it. Its
