@@ -125,7 +125,32 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
-	seg := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	// Segments split before unescaping, so that only a revision's own
+	// segment may hold a slash (refs%2Fpr%2F1).
+	seg := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
+	for i, p := range seg {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, "invalid path")
+			return
+		}
+		seg[i] = u
+	}
+	revAt := -1
+	switch {
+	case len(seg) > 5 && seg[0] == "api" && seg[1] == "models" && (seg[4] == "revision" || seg[4] == "tree"):
+		revAt = 5
+	case len(seg) > 3 && seg[0] == "cdn":
+		revAt = 3
+	case len(seg) > 3 && (seg[2] == "resolve" || seg[2] == "raw"):
+		revAt = 3
+	}
+	for i, p := range seg {
+		if i != revAt && strings.Contains(p, "/") {
+			httpError(w, http.StatusBadRequest, "invalid path")
+			return
+		}
+	}
 	at := func(i int) string {
 		if i < len(seg) {
 			return seg[i]
@@ -196,8 +221,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// Refuse encoded slashes and dot segments before the router cleans them away.
-	if strings.Contains(strings.ToLower(r.URL.RawPath), "%2f") || strings.Contains(strings.ToLower(r.URL.RawPath), "%5c") || hasDotSegment(r.URL.EscapedPath()) {
+	// Refuse encoded backslashes and dot segments before the router sees
+	// them; an encoded slash is the router's to judge (a revision such as
+	// refs/pr/1 travels as one segment, refs%2Fpr%2F1, as the hub's
+	// clients send it).
+	if strings.Contains(strings.ToLower(r.URL.RawPath), "%5c") || hasDotSegment(r.URL.EscapedPath()) {
 		httpError(w, http.StatusBadRequest, "invalid path")
 		return
 	}

@@ -17,7 +17,7 @@ func TestUnknownRevision(t *testing.T) {
 	if len(sha) != 40 {
 		t.Fatalf("commit id %q", sha)
 	}
-	os.WriteFile(filepath.Join(root, "org", "model", RevisionsFile), []byte("v1.0\nrefs-pr-1\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "org", "model", RevisionsFile), []byte("v1.0\nrefs-pr-1\nrefs/pr/1\nfeature/x\n"), 0o644)
 	routes := []string{
 		"/api/models/org/model/revision/%s",
 		"/api/models/org/model/tree/%s?recursive=true",
@@ -31,7 +31,8 @@ func TestUnknownRevision(t *testing.T) {
 		other = sha[:39] + "1"
 	}
 	for _, route := range routes {
-		for _, rev := range []string{"main", sha, "v1.0", "refs-pr-1"} {
+		// a revision with slashes travels as one escaped segment
+		for _, rev := range []string{"main", sha, "v1.0", "refs-pr-1", "refs%2Fpr%2F1", "feature%2Fx"} {
 			resp, _ := get(t, srv.URL+strings.Replace(route, "%s", rev, 1), nil)
 			if resp.StatusCode != 200 && resp.StatusCode != 302 {
 				t.Errorf("%s at %s: %d", route, rev, resp.StatusCode)
@@ -42,6 +43,12 @@ func TestUnknownRevision(t *testing.T) {
 			if resp.StatusCode != 404 || resp.Header.Get("X-Error-Code") != "RevisionNotFound" || !strings.Contains(body, "Revision not found: "+rev) {
 				t.Errorf("%s at %s: %d %q %q", route, rev, resp.StatusCode, resp.Header.Get("X-Error-Code"), body)
 			}
+		}
+	}
+	// An escaped slash anywhere but in the revision is refused.
+	for _, p := range []string{"/org%2Fmodel/resolve/main/config.json", "/org/model/resolve/main/sub%2F..%2Fconfig.json", "/api/models/org%2Fmodel/revision/main"} {
+		if resp, _ := get(t, srv.URL+p, nil); resp.StatusCode != 400 && resp.StatusCode != 404 {
+			t.Errorf("%s: %d", p, resp.StatusCode)
 		}
 	}
 	// The revisions file is not part of the repo.

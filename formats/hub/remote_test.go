@@ -397,3 +397,21 @@ func TestOptions(t *testing.T) {
 		t.Errorf("the same endpoint twice: %v", err)
 	}
 }
+
+// A revision with slashes (a PR's refs/pr/1, a branch feature/x) travels
+// escaped, as one path segment, through the listing, the resolve and the
+// CDN redirect, against a hub that knows it.
+func TestSlashRevision(t *testing.T) {
+	r := synth.GPTQInt4()
+	e := newEnv(t, localhub.Options{}, r)
+	os.WriteFile(filepath.Join(e.dir, filepath.FromSlash(r.ID), localhub.RevisionsFile), []byte("refs/pr/1\nfeature/x\n"), 0o644)
+	for _, rev := range []string{"refs/pr/1", "feature/x"} {
+		ck := loadRemote(t, e.client(t).OpenRepo(context.Background(), r.ID, rev))
+		if len(ck.Modules) == 0 {
+			t.Fatalf("%s: no modules", rev)
+		}
+	}
+	if _, err := checkpoint.Load(context.Background(), e.client(t).OpenRepo(context.Background(), r.ID, "refs/pr/2"), checkpoint.Options{}); err == nil || !strings.Contains(err.Error(), "revision not found") {
+		t.Fatalf("an unknown slash revision: %v", err)
+	}
+}
