@@ -72,6 +72,12 @@ func TestCalibrateCLI(t *testing.T) {
 	if _, _, err := runArgs("forward", "--tokens", "5,9", "--w4a", "nvfp4", "--scales", mixed, gptq); err == nil || !strings.Contains(err.Error(), "calibrated under the mixed policy") {
 		t.Fatalf("a mixed-policy report under NVFP4 attention: %v", err)
 	}
+	// GPT-QModel's own report names no policy: its producers decide.
+	gq := filepath.Join(dir, "gptqmodel.json")
+	os.WriteFile(gq, []byte(strings.Replace(out, `,"attention":"fp8"`, "", 1)), 0o644)
+	if _, _, err := runArgs("eval", "--data", held, "--w4a", "nvfp4", "--attention", "fp8", "--scales", gq, gptq); err != nil {
+		t.Fatalf("a mixed-policy report without the attention key: %v", err)
+	}
 	ev, _, err := runArgs("eval", "--json", "--compare", "--data", held, "--w4a", "nvfp4", "--attention", "fp8", "--scales", mixed, gptq)
 	if err != nil {
 		t.Fatal(err)

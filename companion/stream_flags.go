@@ -38,8 +38,11 @@ func (s *streamFlags) options(w4a string, stderr io.Writer) (model.Options, *cal
 		} else if sf.Recipe != "" && sf.Recipe != opt.Recipe {
 			return opt, nil, fmt.Errorf("--scales %s was calibrated with recipe %s (global scale amax/(448·%s)); --recipe %s would misuse it", s.scales, sf.Recipe, map[bool]string{true: "6", false: "4"}[sf.Recipe == "nvidia"], opt.Recipe)
 		}
+		// Only quantscope's reports name their policy (GPT-QModel's do not):
+		// where one does, a mismatch is said plainly; otherwise the model's
+		// CheckScales judges the producers the report holds.
 		calibrated, asked := policyName(sf.Attention), policyName(opt.Attention)
-		if calibrated != asked {
+		if sf.Attention != "" && calibrated != asked {
 			return opt, nil, fmt.Errorf("--scales %s was calibrated under %s; this run is %s: its NVFP4 producers differ (calibrate --pass act_max --attention %s)",
 				s.scales, calibrated, asked, map[bool]string{true: "fp8", false: "nvfp4"}[opt.Attention == model.W4AFP8])
 		}

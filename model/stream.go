@@ -99,8 +99,12 @@ func (m *Model) CheckScales(opt Options) error {
 	if opt.Attention == W4AFP8 {
 		policy = "FP8 attention, NVFP4 MLP (the mixed policy)"
 	}
-	return fmt.Errorf("scales: rule scales-producers: the calibrated scales must name exactly the %d NVFP4 producers of %s (GPT-QModel refuses any other set): missing %s, extra %s",
-		len(want), policy, fewNames(missing), fewNames(extra))
+	how := "calibrate --pass act_max"
+	if opt.Attention == W4AFP8 {
+		how += " --attention fp8"
+	}
+	return fmt.Errorf("scales: rule scales-producers: the calibrated scales must name exactly the %d NVFP4 producers of %s (GPT-QModel refuses any other set): missing %s, extra %s; %s calibrates them",
+		len(want), policy, fewNames(missing), fewNames(extra), how)
 }
 
 // fewNames lists up to 4 names and counts the rest.

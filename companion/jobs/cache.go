@@ -31,22 +31,19 @@ type cache struct {
 
 type cacheKey struct{ source, revision, endpoint, token string }
 
-// sourceKey is the spelling of a source the cache keeps it under:
-// ./ORG/NAME, ORG/NAME/ and ORG//NAME read what ORG/NAME reads, so "." and
-// empty elements are dropped. ".." is kept (through a symbolic link,
-// a/../b need not be b); a URL is kept as given.
+// sourceKey is the spelling of a source the cache keeps it under. Only a
+// path that says it is one (./…) is normalised: ./ORG/NAME, ./ORG/NAME/
+// and .//ORG/./NAME read the same folder, so "." and empty elements are
+// dropped and the "./" kept. ORG/NAME (a hub repo, or a folder of that
+// name) and ORG/NAME/ (a path) are not the same source and keep their
+// spellings; ".." is kept (through a symbolic link, a/../b need not be b).
 func sourceKey(source string) string {
-	if strings.Contains(source, "://") {
+	if !strings.HasPrefix(source, "./") {
 		return source
 	}
-	abs := strings.HasPrefix(source, "/")
 	parts := strings.FieldsFunc(source, func(r rune) bool { return r == '/' })
 	parts = slices.DeleteFunc(parts, func(p string) bool { return p == "." })
-	key := strings.Join(parts, "/")
-	if abs {
-		key = "/" + key
-	}
-	return key
+	return "./" + strings.Join(parts, "/")
 }
 
 type entry struct {
@@ -125,8 +122,8 @@ func (c *cache) loadFor(ctx context.Context, s proto.Submit, progress func(check
 		if p := recover(); p != nil { // no job may wait forever on a load that panicked
 			end()
 			c.mu.Lock()
-			if c.entries[cacheKey{s.Source, s.Revision, s.Endpoint, s.HubToken}] == e {
-				delete(c.entries, cacheKey{s.Source, s.Revision, s.Endpoint, s.HubToken})
+			if key := (cacheKey{sourceKey(s.Source), s.Revision, s.Endpoint, s.HubToken}); c.entries[key] == e {
+				delete(c.entries, key)
 			}
 			e.err = fmt.Errorf("loading %s: internal error: %v", s.Source, p)
 			close(e.ready)

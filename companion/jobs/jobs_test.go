@@ -96,7 +96,7 @@ func newFixture(t *testing.T, opt Options, delay time.Duration) *fixture {
 	opt.Backend = cpu.New()
 	opt.Load = func(ctx context.Context, s proto.Submit, progress func(checkpoint.Progress)) (*checkpoint.Checkpoint, error) {
 		f.loads.Add(1)
-		if s.Source == "panics" {
+		if strings.HasSuffix(s.Source, "panics") || strings.HasSuffix(s.Source, "panics/") {
 			panic("loader bug")
 		}
 		for i := range 4 {
@@ -297,10 +297,11 @@ func TestErrorsCarryRuleAndTensor(t *testing.T) {
 	}
 	// A loader that panics fails its job, and the next job on that source
 	// is not left waiting for it.
-	for _, id := range []string{"lp1", "lp2"} {
-		c.send(proto.Submit{ID: id, Op: "test-arrays", Source: "panics"})
-		if res, _ := c.final(id); !strings.Contains(res.(proto.Error).Message, "internal error") {
-			t.Errorf("%s: %+v", id, res)
+	// So with a path spelled apart from its cache key.
+	for _, j := range []struct{ id, source string }{{"lp1", "panics"}, {"lp2", "panics"}, {"lp3", ".//panics/"}, {"lp4", "./panics"}} {
+		c.send(proto.Submit{ID: j.id, Op: "test-arrays", Source: j.source})
+		if res, _ := c.final(j.id); !strings.Contains(res.(proto.Error).Message, "internal error") || !strings.Contains(res.(proto.Error).Message, "loader bug") {
+			t.Errorf("%s: %+v", j.id, res)
 		}
 	}
 	// The connection survives all of it.
@@ -354,13 +355,15 @@ func TestCheckpointShared(t *testing.T) {
 	if r = res.(proto.Result); !strings.Contains(r.Note, "already read") || f.loads.Load() != 2 {
 		t.Errorf("third job: %q, %d loads", r.Note, f.loads.Load())
 	}
-	// The same source spelled another way is the same checkpoint.
-	for _, spelling := range []string{"./repo", "repo/", ".//repo/."} {
+	// A path spelled another way is the same checkpoint; a path is not the
+	// repo of the same name (ORG/NAME may be read from the hub).
+	for i, spelling := range []string{"./repo", "./repo/", ".//repo/."} {
 		s := sub(spelling, "test-arrays", "")
 		s.Source = spelling
 		c.send(s)
 		res, _ = c.final(spelling)
-		if r, ok := res.(proto.Result); !ok || !strings.Contains(r.Note, "already read") || f.loads.Load() != 2 {
+		r, ok := res.(proto.Result)
+		if shared := strings.Contains(r.Note, "already read"); !ok || shared != (i > 0) || f.loads.Load() != 3 {
 			t.Errorf("source %q: %+v, %d loads", spelling, res, f.loads.Load())
 		}
 	}

@@ -52,14 +52,15 @@ type Model struct {
 	// them all): Falcon's num_kv_heads (with new_decoder_architecture) and
 	// multi_query (one KV head), n_head_kv, ChatGLM's multi_query_group_num;
 	// and GPT-2/Falcon-style n_layer, n_head, n_embd.
-	NumKVHeads         int  `json:"num_kv_heads"`
-	NHeadKV            int  `json:"n_head_kv"`
-	MultiQueryGroupNum int  `json:"multi_query_group_num"`
-	MultiQuery         bool `json:"multi_query"`
-	NewDecoderArch     bool `json:"new_decoder_architecture"`
-	NLayer             int  `json:"n_layer"`
-	NHead              int  `json:"n_head"`
-	NEmbd              int  `json:"n_embd"`
+	NumKVHeads         intOrList `json:"num_kv_heads"` // OpenELM writes one a layer: not read then
+	NHeadKV            int       `json:"n_head_kv"`
+	MultiQueryGroupNum int       `json:"multi_query_group_num"`
+	MultiQuery         bool      `json:"multi_query"`
+	NewDecoderArch     bool      `json:"new_decoder_architecture"`
+	NLayer             int       `json:"n_layer"`
+	NHead              int       `json:"n_head"`
+	NEmbd              int       `json:"n_embd"`
+	NPositions         int       `json:"n_positions"`
 }
 
 // familyDefaults is what transformers' config class of a model type fills
@@ -145,6 +146,9 @@ func ParseModel(configJSON []byte) (*Model, error) {
 	if m.HiddenSize == 0 {
 		m.HiddenSize = m.NEmbd
 	}
+	if m.MaxPosition == 0 {
+		m.MaxPosition = m.NPositions
+	}
 	if m.NumKeyValueHeads == 0 {
 		m.NumKeyValueHeads = m.kvHeadsAlias()
 	}
@@ -162,16 +166,15 @@ func isNull(raw json.RawMessage) bool {
 }
 
 // kvHeadsAlias is the KV heads under another name, in the order vLLM's
-// get_total_num_kv_heads reads them (0: none stated). Falcon's multi_query
-// without new_decoder_architecture means one KV head.
+// get_total_num_kv_heads reads them (0: none stated). multi_query means one
+// KV head (GPTBigCode/StarCoder, Falcon), except in Falcon's new decoder
+// architecture, which states num_kv_heads.
 func (m *Model) kvHeadsAlias() int {
-	switch m.ModelType {
-	case "falcon", "RefinedWeb", "RefinedWebModel":
-		if m.MultiQuery && !m.NewDecoderArch {
-			return 1
-		}
+	falcon := m.ModelType == "falcon" || m.ModelType == "RefinedWeb" || m.ModelType == "RefinedWebModel"
+	if m.MultiQuery && !(falcon && m.NewDecoderArch) {
+		return 1
 	}
-	for _, n := range []int{m.NHeadKV, m.NumKVHeads, m.MultiQueryGroupNum} {
+	for _, n := range []int{m.NHeadKV, int(m.NumKVHeads), m.MultiQueryGroupNum} {
 		if n > 0 {
 			return n
 		}
@@ -247,4 +250,22 @@ func (m *Model) Window() int {
 		return 0
 	}
 	return *m.SlidingWindow
+}
+
+// intOrList is a config integer that some models write as one value a
+// layer (a JSON list): the list reads as 0, not stated, rather than failing
+// the whole config.
+type intOrList int
+
+func (v *intOrList) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '[' {
+		*v = 0
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
+	}
+	*v = intOrList(n)
+	return nil
 }

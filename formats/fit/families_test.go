@@ -53,6 +53,12 @@ func TestKVModelFamilies(t *testing.T) {
 		{"falcon-7b", `{"model_type":"falcon","multi_query":true,"new_decoder_architecture":false,"num_attention_heads":71,"hidden_size":4544,
 			"num_hidden_layers":32,"torch_dtype":"bfloat16","max_position_embeddings":2048}`,
 			32, 0, 32 * 2 * 1 * 64 * 2, 32 * ctx * 2 * 1 * 64 * 2, "", 2048},
+		// bigcode/starcoder: multi_query on GPT-2 names, one KV head
+		{"starcoder", `{"model_type":"gpt_bigcode","multi_query":true,"n_head":48,"n_layer":40,"n_embd":6144,"torch_dtype":"bfloat16","n_positions":8192}`,
+			40, 0, 40 * 2 * 1 * 128 * 2, 40 * ctx * 2 * 1 * 128 * 2, "", 8192},
+		// OpenELM: num_kv_heads one a layer (not read: MHA assumed rather than a failed parse)
+		{"openelm", `{"model_type":"openelm","num_hidden_layers":2,"num_attention_heads":4,"num_kv_heads":[2,4],"hidden_size":256,"torch_dtype":"bfloat16","max_position_embeddings":2048}`,
+			2, 0, 2 * 2 * 4 * 64 * 2, 2 * ctx * 2 * 4 * 64 * 2, "", ctx},
 		// ChatGLM's multi_query_group_num
 		{"chatglm", `{"num_hidden_layers":2,"num_attention_heads":32,"multi_query_group_num":2,"hidden_size":4096,"torch_dtype":"bfloat16","max_position_embeddings":2048}`,
 			2, 0, 2 * 2 * 2 * 128 * 2, 2 * ctx * 2 * 2 * 128 * 2, "", 2048},

@@ -494,7 +494,10 @@ func (c *Client) do(ctx context.Context, op func(ctx context.Context) error) err
 			return nil
 		}
 		if timedOut {
-			err = fmt.Errorf("%w (no progress within %v)", err, c.timeout)
+			// The attempt's own context was cancelled, so err says
+			// "canceled": a stall is a timeout (retried, and never taken
+			// for the user's cancel by a caller that checks Canceled).
+			err = fmt.Errorf("%s (no progress within %v): %w", err.Error(), c.timeout, context.DeadlineExceeded)
 		}
 		if attempt >= c.retries || !retryable(err, ctx) {
 			return err

@@ -233,6 +233,11 @@ func TestTimeoutIsProgress(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no progress within 100ms") {
 		t.Fatalf("a body that stalls 400 ms: %v", err)
 	}
+	// a timeout, not a cancel: the page and the jobs tell the user's cancel
+	// apart by context.Canceled
+	if errors.Is(err, context.Canceled) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a stall reads as a cancel: %v", err)
+	}
 }
 
 // A read larger than a file's cache (a whole tensor, decoded) is not kept
