@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/quantscope/quantscope/kernels"
 )
@@ -11,10 +12,12 @@ import (
 // Stats computes a module's statistics in one streamed pass over its bands
 // (the working set of Dequantize, plus one 512 KiB bucket table a worker).
 //
-// Moments: each band's count, mean and sum of squared deviations (two passes
-// over the band while it is in cache), merged into the worker's and then the
-// workers' totals with Chan, Golub and LeVeque's pairwise update, so no sum
-// of squares of the whole module is ever formed.
+// Moments: each band's count, mean and sum of squared deviations (shifted
+// by the band's first value, one pass while it is in cache), merged into the
+// module's totals in row order, as the bands are delivered, with Chan, Golub
+// and LeVeque's pairwise update, so no sum of squares of the whole module is
+// ever formed and the result does not depend on which worker took which
+// band (the page's companion and the command line agree to the last bit).
 //
 // Histogram: one pass with no range known in advance. Every value is counted
 // in the bucket of its top 16 bits (sign, exponent and 7 mantissa bits: the
@@ -27,18 +30,39 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 	for i := range accs {
 		accs[i] = newAcc(!opt.Moments)
 	}
+	// Each band's moments wait here (keyed by its first row) for their turn:
+	// at most the bands in flight.
+	var mu sync.Mutex
+	pending := map[int]*acc{}
+	moments := newAcc(false)
 	err := b.stream(ctx, src, opt.ChunkBytes, !opt.Moments, opt.Progress, func(w int, band *kernels.Band) error {
-		a := accs[w]
-		a.addMoments(band.Values)
+		bm := newAcc(false) // moments only: no bucket table
+		bm.addMoments(band.Values)
+		mu.Lock()
+		pending[band.Lo] = bm
+		mu.Unlock()
 		if !opt.Moments {
-			a.addBuckets(band.Values)
-			a.addMeta(&band.Meta)
+			accs[w].addBuckets(band.Values)
+			accs[w].addMeta(&band.Meta)
 		}
 		if opt.Each != nil {
 			return opt.Each(w, band)
 		}
 		return nil
-	}, opt.Sink)
+	}, func(band *kernels.Band) error {
+		mu.Lock()
+		bm := pending[band.Lo]
+		delete(pending, band.Lo)
+		mu.Unlock()
+		moments.mergeMoments(bm.n, bm.mean, bm.m2)
+		moments.min, moments.max = min(moments.min, bm.min), max(moments.max, bm.max)
+		moments.nan += bm.nan
+		moments.inf += bm.inf
+		if opt.Sink != nil {
+			return opt.Sink(band)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +70,8 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 	for _, o := range accs[1:] {
 		a.merge(o)
 	}
+	a.n, a.mean, a.m2 = moments.n, moments.mean, moments.m2
+	a.min, a.max, a.nan, a.inf = moments.min, moments.max, moments.nan, moments.inf
 	rows, cols := src.Shape()
 	bins := opt.Bins
 	if bins <= 0 {
