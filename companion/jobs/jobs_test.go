@@ -297,10 +297,15 @@ func TestErrorsCarryRuleAndTensor(t *testing.T) {
 	}
 	// A loader that panics fails its job, and the next job on that source
 	// is not left waiting for it.
-	// So with a path spelled apart from its cache key.
-	for _, j := range []struct{ id, source string }{{"lp1", "panics"}, {"lp2", "panics"}, {"lp3", ".//panics/"}, {"lp4", "./panics"}} {
-		c.send(proto.Submit{ID: j.id, Op: "test-arrays", Source: j.source})
-		if res, _ := c.final(j.id); !strings.Contains(res.(proto.Error).Message, "internal error") || !strings.Contains(res.(proto.Error).Message, "loader bug") {
+	// So with a path spelled apart from its cache key (on a connection of
+	// its own: a panicked job's slot frees a moment after its error).
+	c2 := f.dial(t)
+	for _, j := range []struct {
+		c          *tclient
+		id, source string
+	}{{c, "lp1", "panics"}, {c, "lp2", "panics"}, {c2, "lp3", ".//panics/"}, {c2, "lp4", "./panics"}} {
+		j.c.send(proto.Submit{ID: j.id, Op: "test-arrays", Source: j.source})
+		if res, _ := j.c.final(j.id); !strings.Contains(res.(proto.Error).Message, "internal error") || !strings.Contains(res.(proto.Error).Message, "loader bug") {
 			t.Errorf("%s: %+v", j.id, res)
 		}
 	}
