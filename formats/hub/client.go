@@ -202,6 +202,7 @@ type meta struct {
 	etag   string
 	size   int64 // -1 when unknown
 	final  string
+	commit string // the hub's X-Repo-Commit: the commit the revision named when it answered
 }
 
 // countingBody counts body bytes as they are read.
@@ -255,6 +256,9 @@ func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta,
 		}
 		if e := resp.Get("x-linked-etag"); e != "" && m.linked == "" {
 			m.linked = e
+		}
+		if e := resp.Get("x-repo-commit"); e != "" && m.commit == "" {
+			m.commit = e
 		}
 		if s := resp.Get("x-linked-size"); s != "" && m.size < 0 {
 			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
@@ -327,6 +331,7 @@ func (c *Client) redirectTarget(ctx context.Context, u string) (string, meta, er
 		return resp.URL, m, nil
 	}
 	m.linked = resp.Get("x-linked-etag")
+	m.commit = resp.Get("x-repo-commit")
 	if s := resp.Get("x-linked-size"); s != "" {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			m.size = n

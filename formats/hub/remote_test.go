@@ -415,3 +415,44 @@ func TestSlashRevision(t *testing.T) {
 		t.Fatalf("an unknown slash revision: %v", err)
 	}
 }
+
+// commitRewriter answers with another X-Repo-Commit, as the hub does once
+// the branch has moved.
+type commitRewriter struct {
+	http.ResponseWriter
+	commit string
+}
+
+func (w commitRewriter) WriteHeader(code int) {
+	if w.Header().Get("X-Repo-Commit") != "" {
+		w.Header().Set("X-Repo-Commit", w.commit)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// A branch that moves while a repo is read (the hub's X-Repo-Commit changes
+// between two of its answers) fails the load, saying so, instead of mixing
+// the index of one commit with shards of another; a revision that holds
+// still loads.
+func TestRevisionMovesMidRead(t *testing.T) {
+	r := synth.DeepSeekFP8() // two shards
+	e := newEnv(t, localhub.Options{}, r)
+	if ck := loadRemote(t, e.client(t).OpenRepo(context.Background(), r.ID, "")); len(ck.Modules) == 0 {
+		t.Fatal("no modules")
+	}
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		if strings.Contains(q.URL.Path, "/resolve/") && strings.HasSuffix(q.URL.Path, "00002-of-00002.safetensors") {
+			w = commitRewriter{w, strings.Repeat("f", 40)}
+		}
+		e.hub.ServeHTTP(w, q)
+	}))
+	t.Cleanup(moved.Close)
+	c, err := hub.NewClient(hub.WithEndpoint(moved.URL), hub.WithBackoff(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = checkpoint.Load(context.Background(), c.OpenRepo(context.Background(), r.ID, ""), checkpoint.Options{})
+	if !errors.Is(err, hub.ErrChanged) || !strings.Contains(err.Error(), "revision main was commit") {
+		t.Fatalf("a branch that moved mid-read: %v", err)
+	}
+}

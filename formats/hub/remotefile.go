@@ -29,6 +29,41 @@ type RemoteFile struct {
 	blocks    []block // most recent last
 	cached    int64
 	resolving chan struct{} // closed when a Prepare'd redirect lookup ends
+	pin       *commitPin    // the repo's, for a file of a repo (nil for a lone URL)
+}
+
+// commitPin holds the commit a repo's revision named at its first answer
+// (X-Repo-Commit): a branch that moves while a repo is read would
+// otherwise mix the index of one commit with shards of another.
+type commitPin struct {
+	mu     sync.Mutex
+	rev    string
+	commit string
+}
+
+// check records the first commit and refuses another.
+func (p *commitPin) check(name, commit string) error {
+	if p == nil || commit == "" {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.commit == "" {
+		p.commit = commit
+		return nil
+	}
+	if commit != p.commit {
+		return fmt.Errorf("%s: revision %s was commit %s, then %s while the repo was read: %w (never mixing two commits; read again, or give --revision %s)",
+			name, p.rev, short(p.commit), short(commit), ErrChanged, p.commit)
+	}
+	return nil
+}
+
+func short(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
 }
 
 type block struct {
@@ -157,6 +192,9 @@ func (f *RemoteFile) resolve() {
 	if err != nil {
 		return // the read will try again through the hub URL and report
 	}
+	if f.pin.check(f.name, m.commit) != nil {
+		return // not resolved: the read goes through the hub URL and reports the move
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.resolved = final
@@ -202,6 +240,9 @@ func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		if err := f.pin.check(f.name, m.commit); err != nil {
+			return err
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()

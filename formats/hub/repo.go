@@ -26,6 +26,7 @@ type Repo struct {
 	mu    sync.Mutex
 	sizes map[string]int64       // from List
 	open  map[string]*RemoteFile // one RemoteFile a path, so Prepare's lookups are reused
+	pin   *commitPin             // the commit the revision names, from the first answer that says it
 }
 
 // OpenRepo returns a Source for ORG/NAME at a revision (default "main").
@@ -33,7 +34,7 @@ func (c *Client) OpenRepo(ctx context.Context, id, rev string) *Repo {
 	if rev == "" {
 		rev = "main"
 	}
-	return &Repo{c: c, ctx: ctx, ID: id, Rev: rev}
+	return &Repo{c: c, ctx: ctx, ID: id, Rev: rev, pin: &commitPin{rev: rev}}
 }
 
 // OpenRepoFile returns a Source for one file of a repo: List names only that
@@ -222,11 +223,14 @@ func (r *Repo) ReadFile(ctx context.Context, p string, limit int64) ([]byte, err
 	u := r.c.resolveURL(r.ID, r.Rev, p)
 	var out []byte
 	err := r.c.do(ctx, func(ctx context.Context) error {
-		resp, _, err := r.c.roundTrip(ctx, u, "")
+		resp, m, err := r.c.roundTrip(ctx, u, "")
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
+		if err := r.pin.check(p, m.commit); err != nil {
+			return err
+		}
 		// Room for the Content-Length up front, not ReadAll's doublings (a
 		// large index is tens of MB). The length only sizes the buffer: a
 		// browser keeps the header of a body it decompressed.
@@ -274,6 +278,7 @@ func (r *Repo) file(ctx context.Context, p string) *RemoteFile {
 		r.open = map[string]*RemoteFile{}
 	}
 	f := r.c.NewRemoteFile(r.ctx, r.c.resolveURL(r.ID, r.Rev, p), p, size)
+	f.pin = r.pin
 	r.open[p] = f
 	return f
 }
