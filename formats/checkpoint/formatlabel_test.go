@@ -511,7 +511,11 @@ func TestCTBlockStructure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		codes, scales := ts[0].Data, f32sOf(ts[1].Data)
+		codes := ts[0].Data
+		scales, err := numeric.Decode(safetensors.F32, ts[1].Data)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i, v := range got {
 			r, col := i/cols, i%cols
 			want := numeric.E4M3ToFloat32(codes[i]) * scales[(r/128)*3+col/128]
@@ -520,14 +524,6 @@ func TestCTBlockStructure(t *testing.T) {
 			}
 		}
 	}
-}
-
-func f32sOf(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
 }
 
 // label-vs-bytes weighs only the modules the config calls quantized: a

@@ -120,8 +120,8 @@ func UnpackGPTQColumns(dst []uint8, rows []byte, out, bits, i0, i1, o0, o1 int) 
 	if bits != 2 && bits != 3 && bits != 4 && bits != 8 {
 		return &LayoutError{Layout: "gptq", Rule: "bits", Msg: fmt.Sprintf("GPTQ bits must be 2, 3, 4 or 8, not %d", bits)}
 	}
-	if i0 < 0 || i1 < i0 || i1 > math.MaxInt/8 || o0 < 0 || o1 < o0 || o1 > out {
-		return fmt.Errorf("packing gptq: window inputs %d:%d outputs %d:%d of %d", i0, i1, o0, o1, out)
+	if err := checkWindow("gptq", out, i0, i1, o0, o1); err != nil {
+		return err
 	}
 	r0, r1 := GPTQWordRows(i0, i1, bits)
 	n, err := unpackSizes("gptq", fmt.Sprintf("qweight rows %d:%d (inputs %d:%d) of %d outputs", r0, r1, i0, i1, out), len(dst), len(rows), [2]int{i1 - i0, o1 - o0}, r1-r0, out, 4)
@@ -137,6 +137,16 @@ func UnpackGPTQColumns(dst []uint8, rows []byte, out, bits, i0, i1, o0, o1 int) 
 		for i := i0; i < i1; i++ {
 			dst[(i-i0)*w+(o-o0)] = uint8(field(col, uint64(i*bits-32*r0), uint(bits)))
 		}
+	}
+	return nil
+}
+
+// checkWindow refuses a window of inputs [i0, i1) and outputs [o0, o1)
+// that is empty the wrong way round, negative, past the outputs, or so far
+// along the inputs that its bit positions would overflow.
+func checkWindow(layout string, out, i0, i1, o0, o1 int) error {
+	if i0 < 0 || i1 < i0 || i1 > math.MaxInt/8 || o0 < 0 || o1 < o0 || o1 > out {
+		return fmt.Errorf("packing %s: window inputs %d:%d outputs %d:%d of %d", layout, i0, i1, o0, o1, out)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package packing
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 )
 
 // GPT-QModel's planar layout (checkpoint_format gptq_p,
@@ -102,8 +101,8 @@ func UnpackGPTQPlanarColumns(dst []uint8, rows []byte, out, bits, i0, i1, o0, o1
 	if bits < 2 || bits > 8 {
 		return &LayoutError{Layout: "gptq_p", Rule: "bits", Msg: fmt.Sprintf("planar bits must be 2..8, not %d", bits)}
 	}
-	if i0 < 0 || i1 < i0 || i1 > math.MaxInt/8 || o0 < 0 || o1 < o0 || o1 > out {
-		return fmt.Errorf("packing gptq_p: window inputs %d:%d outputs %d:%d of %d", i0, i1, o0, o1, out)
+	if err := checkWindow("gptq_p", out, i0, i1, o0, o1); err != nil {
+		return err
 	}
 	r0, r1 := GPTQPlanarWordRows(i0, i1, bits)
 	n, err := unpackSizes("gptq_p", fmt.Sprintf("qweight rows %d:%d (inputs %d:%d) of %d outputs", r0, r1, i0, i1, out), len(dst), len(rows), [2]int{i1 - i0, o1 - o0}, r1-r0, out, 4)

@@ -143,29 +143,21 @@ func (d *dq) scalesAndZeros(unpackZeros func(dst []uint8, b []byte, groups int) 
 // only the qweight rows that hold them. codes is [(c1−c0), (hi−lo)].
 func (d *dq) gptqCodes(qw *TensorInfo, codes []uint8) error {
 	in, out, bits := d.cols, d.rows, d.m.Bits
+	wordRows, unpack := packing.GPTQWordRows, packing.UnpackGPTQColumns
 	if d.m.Layout == LayoutGPTQp {
 		if in%32 != 0 {
 			return d.fail(qw, "qweight", fmt.Sprintf("%d inputs are not whole chunks of 32, which the planar layout stores", in))
 		}
-		r0, r1 := packing.GPTQPlanarWordRows(d.c0, d.c1, bits)
-		qb, err := d.rowBytes(qw, 4*out, r0, r1)
-		if err != nil {
-			return err
-		}
-		if err := packing.UnpackGPTQPlanarColumns(codes, qb, out, bits, d.c0, d.c1, d.lo, d.hi); err != nil {
-			return d.fail(qw, "qweight", err.Error())
-		}
-		return nil
-	}
-	if _, err := packing.GPTQWeightRows(in, bits); err != nil {
+		wordRows, unpack = packing.GPTQPlanarWordRows, packing.UnpackGPTQPlanarColumns
+	} else if _, err := packing.GPTQWeightRows(in, bits); err != nil {
 		return d.fail(qw, "qweight", err.Error())
 	}
-	r0, r1 := packing.GPTQWordRows(d.c0, d.c1, bits)
+	r0, r1 := wordRows(d.c0, d.c1, bits)
 	qb, err := d.rowBytes(qw, 4*out, r0, r1)
 	if err != nil {
 		return err
 	}
-	if err := packing.UnpackGPTQColumns(codes, qb, out, bits, d.c0, d.c1, d.lo, d.hi); err != nil {
+	if err := unpack(codes, qb, out, bits, d.c0, d.c1, d.lo, d.hi); err != nil {
 		return d.fail(qw, "qweight", err.Error())
 	}
 	return nil

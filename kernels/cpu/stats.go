@@ -33,10 +33,10 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 	// Each band's moments wait here (keyed by its first row) for their turn:
 	// at most the bands in flight.
 	var mu sync.Mutex
-	pending := map[int]*acc{}
-	moments := newAcc(false)
+	pending := map[int]moments{}
+	total := newMoments()
 	err := b.stream(ctx, src, opt.ChunkBytes, !opt.Moments, opt.Progress, func(w int, band *kernels.Band) error {
-		bm := newAcc(false) // moments only: no bucket table
+		bm := newMoments()
 		bm.addMoments(band.Values)
 		mu.Lock()
 		pending[band.Lo] = bm
@@ -54,10 +54,7 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 		bm := pending[band.Lo]
 		delete(pending, band.Lo)
 		mu.Unlock()
-		moments.mergeMoments(bm.n, bm.mean, bm.m2)
-		moments.min, moments.max = min(moments.min, bm.min), max(moments.max, bm.max)
-		moments.nan += bm.nan
-		moments.inf += bm.inf
+		total.merge(bm)
 		if opt.Sink != nil {
 			return opt.Sink(band)
 		}
@@ -70,8 +67,7 @@ func (b *Backend) Stats(ctx context.Context, src kernels.RowSource, opt kernels.
 	for _, o := range accs[1:] {
 		a.merge(o)
 	}
-	a.n, a.mean, a.m2 = moments.n, moments.mean, moments.m2
-	a.min, a.max, a.nan, a.inf = moments.min, moments.max, moments.nan, moments.inf
+	a.moments = total
 	rows, cols := src.Shape()
 	bins := opt.Bins
 	if bins <= 0 {
@@ -85,12 +81,32 @@ const (
 	scaleExpN   = 300
 )
 
-// acc accumulates one worker's share.
+// moments are a part's count, mean and sum of squared deviations of its
+// finite values, their extremes, and its NaN and ±inf counts.
+type moments struct {
+	n        int64
+	mean, m2 float64
+	min, max float32
+	nan, inf int64
+}
+
+func newMoments() moments {
+	return moments{min: float32(math.Inf(1)), max: float32(math.Inf(-1))}
+}
+
+// merge adds another part's moments (Chan et al.'s update for the mean and
+// M2).
+func (a *moments) merge(o moments) {
+	a.mergeMoments(o.n, o.mean, o.m2)
+	a.min, a.max = min(a.min, o.min), max(a.max, o.max)
+	a.nan += o.nan
+	a.inf += o.inf
+}
+
+// acc accumulates the statistics: the moments (merged in row order by
+// Stats) and one worker's share of the buckets and band metadata.
 type acc struct {
-	n         int64
-	mean, m2  float64
-	min, max  float32
-	nan, inf  int64
+	moments
 	hist      *[1 << 16]uint64 // buckets by the top 16 bits (nil for moments only)
 	scaleExp  [scaleExpN]int64
 	scales    int64
@@ -99,7 +115,7 @@ type acc struct {
 }
 
 func newAcc(buckets bool) *acc {
-	a := &acc{min: float32(math.Inf(1)), max: float32(math.Inf(-1))}
+	a := &acc{moments: newMoments()}
 	if buckets {
 		a.hist = new([1 << 16]uint64)
 	}
@@ -123,7 +139,7 @@ func (a *acc) addBuckets(v []float32) {
 // cancellation (M2 = Σd² − (Σd)²/n, relative error about
 // ε·(1 + (mean−K)²/σ²)); bands merge by Chan et al.'s update. A band holding
 // NaN or ±inf takes the careful two-pass loop instead.
-func (a *acc) addMoments(v []float32) {
+func (a *moments) addMoments(v []float32) {
 	if len(v) == 0 {
 		return
 	}
@@ -155,7 +171,7 @@ func (a *acc) addMoments(v []float32) {
 }
 
 // addCareful is addMoments for a band with non-finite values.
-func (a *acc) addCareful(v []float32) {
+func (a *moments) addCareful(v []float32) {
 	var sum float64
 	var n int64
 	lo, hi := a.min, a.max
@@ -189,7 +205,7 @@ func (a *acc) addCareful(v []float32) {
 }
 
 // mergeMoments is Chan et al.'s update of (n, mean, M2) with another part's.
-func (a *acc) mergeMoments(n int64, mean, m2 float64) {
+func (a *moments) mergeMoments(n int64, mean, m2 float64) {
 	if n == 0 {
 		return
 	}
@@ -225,10 +241,7 @@ func (a *acc) addMeta(m *kernels.BandMeta) {
 }
 
 func (a *acc) merge(o *acc) {
-	a.mergeMoments(o.n, o.mean, o.m2)
-	a.min, a.max = min(a.min, o.min), max(a.max, o.max)
-	a.nan += o.nan
-	a.inf += o.inf
+	a.moments.merge(o.moments)
 	if o.hist != nil {
 		for i, c := range o.hist {
 			a.hist[i] += c
