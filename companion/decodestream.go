@@ -127,6 +127,8 @@ type sliceDecoder struct {
 	lo int
 }
 
+func (d sliceDecoder) Release() { kernels.Release(d.RowDecoder) }
+
 func (d sliceDecoder) Decode(dst []float32, lo, hi int, meta *kernels.BandMeta) error {
 	return d.RowDecoder.Decode(dst, d.lo+lo, d.lo+hi, meta)
 }

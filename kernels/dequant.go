@@ -36,6 +36,20 @@ type RowDecoder interface {
 	Decode(dst []float32, lo, hi int, meta *BandMeta) error
 }
 
+// Releaser is a RowDecoder that can hand its scratch buffers on once its
+// worker is done with it (the next stream's decoders then fault in no fresh
+// pages). A backend calls Release once, after the decoder's last Decode.
+type Releaser interface {
+	Release()
+}
+
+// Release releases d when it is a Releaser.
+func Release(d RowDecoder) {
+	if r, ok := d.(Releaser); ok {
+		r.Release()
+	}
+}
+
 // BandMeta is what a band's stored form tells beyond its values.
 type BandMeta struct {
 	// Codes is how many stored codes the band holds (0 when the weight is

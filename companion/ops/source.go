@@ -40,6 +40,9 @@ type moduleDecoder struct {
 	info scheme.BandInfo
 }
 
+// Release hands the decoder's buffers on (kernels.Releaser).
+func (d *moduleDecoder) Release() { d.d.Release() }
+
 func (d *moduleDecoder) Decode(dst []float32, lo, hi int, meta *kernels.BandMeta) error {
 	if meta == nil {
 		return d.d.Decode(dst, lo, hi, nil)

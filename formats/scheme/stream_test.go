@@ -2,6 +2,8 @@ package scheme
 
 import (
 	"math"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -42,6 +44,10 @@ func TestRowStreamEqualsDequantize(t *testing.T) {
 		// as 2^(e−127), not as the integer e
 		{"mxfp8-u8-scales", mxfp8U8("m", 40, 256), &Scheme{Method: "compressed-tensors", Family: FamilyMXFP8}, streamFP8},
 	}
+	// Each decoder is released, so that the next case decodes in the
+	// buffers of the one before (of another format and size): with the
+	// collector off the pool keeps them.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	for _, c := range cases {
 		mem := newMem(t, c.ts)
 		m := Group(mem.infos(), c.s, nil)[0]
@@ -82,7 +88,43 @@ func TestRowStreamEqualsDequantize(t *testing.T) {
 			if c.kind != streamDense && len(info.Scales) != nScales {
 				t.Fatalf("%s: %d scales reported, the tensor holds %d", c.name, len(info.Scales), nScales)
 			}
+			d.Release()
 		}
+	}
+}
+
+// A released decoder's buffers serve the next decoder: a stream after the
+// first allocates no band buffers (fresh pages are the dearest part of a
+// short stream on a VM).
+func TestRowDecoderReleaseReusesBuffers(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	mem := newMem(t, synth.NVFP4ModelOpt("m", weights(8, 64, 1024), 2, safetensors.F32))
+	m := Group(mem.infos(), &Scheme{Method: "modelopt", Family: FamilyNVFP4}, nil)[0]
+	s, err := OpenRows(m, memInto{mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	band := make([]float32, 64*1024)
+	stream := func() {
+		d := s.NewDecoder()
+		if err := d.Decode(band, 0, 64, nil); err != nil {
+			t.Fatal(err)
+		}
+		d.Release()
+	}
+	stream() // fills the pool
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		stream()
+	}
+	runtime.ReadMemStats(&after)
+	// The band's stored bytes alone are 32 KiB (codes) + 4 KiB (scales) +
+	// 16 KiB (decoded scales); what is left is the decoder and the pool's
+	// small holder, and memInto's copy of what it reads.
+	perStream := (after.TotalAlloc - before.TotalAlloc) / 10
+	if limit := uint64(64*1024/2 + 64*1024/16 + 1024); perStream > limit {
+		t.Fatalf("a stream allocated %d bytes, want at most %d (its buffers not reused)", perStream, limit)
 	}
 }
 

@@ -69,6 +69,7 @@ func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, 
 			home.put(band)
 		}
 		dec := src.NewDecoder()
+		defer kernels.Release(dec)
 		for {
 			band := home.get(ctx)
 			if band == nil {
