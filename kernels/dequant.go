@@ -93,7 +93,9 @@ type DequantOptions struct {
 	WantMeta bool
 	// Each, when set, runs on the worker that decoded a band, right after
 	// decoding and before the band goes to the ordered sink: per-band work
-	// that should use every core (formatting text into Band.Aux, say).
+	// that should use every core (formatting text into Band.Aux, say). With
+	// a nil sink it is the only work, on bands in any order, and Progress
+	// counts the rows of every band done, not a prefix.
 	Each func(worker int, b *Band) error
 }
 

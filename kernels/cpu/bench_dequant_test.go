@@ -164,44 +164,66 @@ func benchRatio(b *testing.B, format string) {
 	// same duration as the one-worker stream, on one goroutine and then
 	// split over two, in the same alternation ("ref-x2/1"). What the
 	// pipeline loses beyond the reference is its own.
+	//
+	// Two ways out of the stream: "each", the bands handed to per-band work
+	// in any order (Each with no sink: what decode --out, which writes each
+	// band at its offset, and stats run), and "ordered", the bands handed
+	// to a sink in row order (decode --json, quantize's read of a module),
+	// where a stalled worker holds the other back once its bands wait.
+	each := kernels.DequantOptions{Each: func(int, *kernels.Band) error { return nil }}
+	modes := []struct {
+		name string
+		opt  kernels.DequantOptions
+		sink func(*kernels.Band) error
+	}{
+		{"each", each, nil},
+		{"ordered", kernels.DequantOptions{}, func(*kernels.Band) error { return nil }},
+	}
 	for _, rows := range []int{benchRows, 4 * benchRows} {
 		m, mem := benchModule(b, format, rows)
 		src, err := ops.ModuleSource(m, mem)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("scaling/out=%dMiB", 4*rows*benchCols>>20), func(b *testing.B) {
-			one, two := &cpu.Backend{Workers: 1}, &cpu.Backend{Workers: 2}
-			sink := func(*kernels.Band) error { return nil }
-			perUnit := spinCost()
-			var t1, t2, r1, r2 time.Duration
-			b.SetBytes(4 * int64(rows) * benchCols)
-			for b.Loop() {
-				t0 := time.Now()
-				if err := one.Dequantize(context.Background(), src, kernels.DequantOptions{}, sink); err != nil {
-					b.Fatal(err)
-				}
-				tm := time.Now()
-				if err := two.Dequantize(context.Background(), src, kernels.DequantOptions{}, sink); err != nil {
-					b.Fatal(err)
-				}
-				te := time.Now()
-				t1 += tm.Sub(t0)
-				t2 += te.Sub(tm)
-				units := int(float64(tm.Sub(t0)) / perUnit)
-				spinSink += spin(units)
-				tr := time.Now()
-				var wg sync.WaitGroup
-				wg.Go(func() { spinSink2 = spin(units / 2) })
-				spinSink += spin(units - units/2)
-				wg.Wait()
-				r1 += tr.Sub(te)
-				r2 += time.Since(tr)
-			}
-			b.ReportMetric(float64(t1)/float64(t2), "x2/1")
-			b.ReportMetric(float64(r1)/float64(r2), "ref-x2/1")
-		})
+		for _, mode := range modes {
+			b.Run(fmt.Sprintf("scaling/%s/out=%dMiB", mode.name, 4*rows*benchCols>>20), func(b *testing.B) {
+				benchScaling(b, src, rows, mode.opt, mode.sink)
+			})
+		}
 	}
+}
+
+// benchScaling times src's dequantization on one worker and on two in
+// alternation, with the compute reference between.
+func benchScaling(b *testing.B, src kernels.RowSource, rows int, opt kernels.DequantOptions, sink func(*kernels.Band) error) {
+	one, two := &cpu.Backend{Workers: 1}, &cpu.Backend{Workers: 2}
+	perUnit := spinCost()
+	var t1, t2, r1, r2 time.Duration
+	b.SetBytes(4 * int64(rows) * benchCols)
+	for b.Loop() {
+		t0 := time.Now()
+		if err := one.Dequantize(context.Background(), src, opt, sink); err != nil {
+			b.Fatal(err)
+		}
+		tm := time.Now()
+		if err := two.Dequantize(context.Background(), src, opt, sink); err != nil {
+			b.Fatal(err)
+		}
+		te := time.Now()
+		t1 += tm.Sub(t0)
+		t2 += te.Sub(tm)
+		units := int(float64(tm.Sub(t0)) / perUnit)
+		spinSink += spin(units)
+		tr := time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() { spinSink2 = spin(units / 2) })
+		spinSink += spin(units - units/2)
+		wg.Wait()
+		r1 += tr.Sub(te)
+		r2 += time.Since(tr)
+	}
+	b.ReportMetric(float64(t1)/float64(t2), "x2/1")
+	b.ReportMetric(float64(r1)/float64(r2), "ref-x2/1")
 }
 
 // spin is a dependent chain of integer multiply-adds: compute alone, so two

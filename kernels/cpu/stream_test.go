@@ -3,10 +3,13 @@ package cpu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/quantscope/quantscope/kernels"
 )
@@ -334,9 +337,13 @@ func TestStatsDeterministic(t *testing.T) {
 		return float32(math.Sin(float64(r*131+c)*0.37))*0.02 + float32(r%7)*1e-4
 	}
 	var want *kernels.Stats
-	for _, workers := range []int{1, 2, 3, 5, 5, 5} {
+	for i, workers := range []int{1, 2, 3, 5, 5, 5, 2, 5} {
 		src := &genSource{rows: 2003, cols: 61, f: f}
-		got, err := (&Backend{Workers: workers}).Stats(context.Background(), src, kernels.StatsOptions{ChunkBytes: 61 * 4 * 3})
+		opt := kernels.StatsOptions{ChunkBytes: 61 * 4 * 3}
+		if i >= 6 { // with an ordered sink, which holds the bands instead of their moments
+			opt.Sink = func(*kernels.Band) error { return nil }
+		}
+		got, err := (&Backend{Workers: workers}).Stats(context.Background(), src, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,5 +354,159 @@ func TestStatsDeterministic(t *testing.T) {
 		if math.Float64bits(got.Mean) != math.Float64bits(want.Mean) || math.Float64bits(got.Std) != math.Float64bits(want.Std) || got.Min != want.Min || got.Max != want.Max {
 			t.Fatalf("workers %d: mean %v std %v, one worker %v %v", workers, got.Mean, got.Std, want.Mean, want.Std)
 		}
+	}
+}
+
+// With no sink the bands go to Each in any order, each exactly once and
+// whole; progress never goes back and ends at the total; and no band waits
+// for the one before it: here the first band's decode stalls until every
+// other band is done, which in row order could never finish.
+func TestDequantizeUnordered(t *testing.T) {
+	for _, workers := range []int{1, 2, 5} {
+		const rows, cols = 1001, 37
+		stall := make(chan struct{})
+		var others atomic.Int64
+		src := &genSource{rows: rows, cols: cols, f: rowValue}
+		nb := int64((rows + 6) / 7)
+		var mu sync.Mutex
+		seen := make([]bool, rows)
+		var last int64
+		var calls int
+		stalled := &stallSource{genSource: src, stall: stall, active: workers > 1}
+		err := (&Backend{Workers: workers}).Dequantize(context.Background(), stalled, kernels.DequantOptions{
+			ChunkBytes: cols * 4 * 7,
+			Progress: func(done, total int64) {
+				if done < last || total != rows {
+					t.Errorf("progress %d/%d after %d", done, total, last)
+				}
+				last = done
+				calls++
+			},
+			Each: func(_ int, b *kernels.Band) error {
+				for i, v := range b.Values {
+					if want := rowValue(b.Lo+i/cols, i%cols); v != want {
+						return fmt.Errorf("band %d value %d = %v, want %v", b.Lo, i, v, want)
+					}
+				}
+				mu.Lock()
+				for r := b.Lo; r < b.Hi; r++ {
+					if seen[r] {
+						t.Errorf("row %d handed over twice", r)
+					}
+					seen[r] = true
+				}
+				mu.Unlock()
+				if b.Lo != 0 && others.Add(1) == nb-1 {
+					close(stall)
+				}
+				return nil
+			},
+		}, nil)
+		if err != nil || last != rows || calls != int(nb) {
+			t.Fatalf("workers %d: err %v, progress %d in %d calls", workers, err, last, calls)
+		}
+		for r, ok := range seen {
+			if !ok {
+				t.Fatalf("workers %d: row %d never handed over", workers, r)
+			}
+		}
+	}
+}
+
+// stallSource holds the decode of the band at row 0 until stall closes (or
+// fails it after 10 s, so that a stream that waits for it in row order
+// fails the test instead of hanging it).
+type stallSource struct {
+	*genSource
+	stall  chan struct{}
+	active bool
+}
+
+func (s *stallSource) NewDecoder() kernels.RowDecoder {
+	return stallDecoder{genDecoder{s.genSource}, s}
+}
+
+type stallDecoder struct {
+	genDecoder
+	s *stallSource
+}
+
+func (d stallDecoder) Decode(dst []float32, lo, hi int, meta *kernels.BandMeta) error {
+	if lo == 0 && d.s.active {
+		select {
+		case <-d.s.stall:
+		case <-time.After(10 * time.Second):
+			return errors.New("band 0 stalled 10 s: the other bands waited for it")
+		}
+	}
+	return d.genDecoder.Decode(dst, lo, hi, meta)
+}
+
+// Without a sink, a cancel and an error stop the stream as they do with
+// one, and its working set keeps the same bound.
+func TestDequantizeUnorderedStops(t *testing.T) {
+	const workers = 3
+	src := &genSource{rows: 10000, cols: 64, f: rowValue}
+	ctx, cancel := context.WithCancel(context.Background())
+	var atCancel int64
+	var n atomic.Int64
+	each := func(_ int, b *kernels.Band) error {
+		if n.Add(1) == 5 {
+			atCancel = src.started.Load()
+			cancel()
+		}
+		return nil
+	}
+	err := (&Backend{Workers: workers}).Dequantize(ctx, src, kernels.DequantOptions{ChunkBytes: 64 * 4, Each: each}, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if after := src.started.Load() - atCancel; after > workers {
+		t.Errorf("%d bands started after the cancel, want at most %d", after, workers)
+	}
+	errDisk := errors.New("disk full")
+	err = (&Backend{Workers: 2}).Dequantize(context.Background(), &genSource{rows: 100, cols: 8, f: rowValue}, kernels.DequantOptions{
+		ChunkBytes: 8 * 4 * 10,
+		Each: func(_ int, b *kernels.Band) error {
+			if b.Lo == 50 {
+				return errDisk
+			}
+			return nil
+		}}, nil)
+	if !errors.Is(err, errDisk) {
+		t.Fatalf("Each's error: got %v", err)
+	}
+	err = (&Backend{Workers: 2}).Dequantize(context.Background(), &genSource{rows: 100, cols: 8, f: rowValue, failAt: 40}, kernels.DequantOptions{
+		ChunkBytes: 8 * 4 * 10, Each: func(int, *kernels.Band) error { return nil }}, nil)
+	if !errors.Is(err, errBand) {
+		t.Fatalf("decode error: got %v", err)
+	}
+
+	const rows, cols, chunk = 16384, 1024, 256 << 10 // 64 MiB of output
+	big := &genSource{rows: rows, cols: cols, f: func(r, c int) float32 { return float32(c) }}
+	bound := uint64(3 * 2 * chunk)
+	runtime.GC()
+	var before, now runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var peak atomic.Uint64
+	var bands atomic.Int64
+	err = (&Backend{Workers: 2}).Dequantize(context.Background(), big, kernels.DequantOptions{ChunkBytes: chunk, Each: func(int, *kernels.Band) error {
+		if bands.Add(1)%16 == 0 {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			for p := peak.Load(); m.HeapAlloc > p && !peak.CompareAndSwap(p, m.HeapAlloc); p = peak.Load() {
+			}
+		}
+		return nil
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&now)
+	if allocated := now.TotalAlloc - before.TotalAlloc; allocated > bound+1<<20 {
+		t.Errorf("streaming 64 MiB allocated %d KiB, bound %d KiB", allocated>>10, bound>>10)
+	}
+	if p := peak.Load(); p > before.HeapAlloc+bound+1<<20 {
+		t.Errorf("peak heap %d KiB above the start, bound %d KiB", (p-before.HeapAlloc)>>10, bound>>10)
 	}
 }
