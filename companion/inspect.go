@@ -149,10 +149,42 @@ func describeScheme(s *scheme.Scheme) string {
 		}
 		out += "; not quantized: " + strings.Join(parts, ", ")
 	}
+	if len(s.Dynamic) > 0 {
+		var rules []string
+		for _, r := range s.Dynamic {
+			rules = append(rules, describeDynamic(r))
+		}
+		out += "; dynamic: " + strings.Join(rules, ", ")
+	}
 	if len(s.DeclaredIn) > 0 {
 		out += " (" + strings.Join(s.DeclaredIn, ", ") + ")"
 	}
 	return out
+}
+
+// describeDynamic is one GPT-QModel dynamic rule: "PATTERN → 8-bit group
+// 64", "PATTERN → not quantized".
+func describeDynamic(r scheme.DynamicRule) string {
+	if r.Skip {
+		return r.Pattern + " → not quantized"
+	}
+	var o []string
+	if r.Bits > 0 {
+		o = append(o, fmt.Sprintf("%d-bit", r.Bits))
+	}
+	if r.GroupSize != 0 {
+		o = append(o, fmt.Sprintf("group %d", r.GroupSize))
+	}
+	if r.Symmetric != nil {
+		o = append(o, fmt.Sprintf("sym %v", *r.Symmetric))
+	}
+	if r.DescAct != nil {
+		o = append(o, fmt.Sprintf("desc_act %v", *r.DescAct))
+	}
+	if len(o) == 0 {
+		o = append(o, "base config")
+	}
+	return r.Pattern + " → " + strings.Join(o, " ")
 }
 
 func sortedKeys(a, b map[string]uint64) []string {

@@ -101,11 +101,19 @@ func w4aModule(mod *scheme.Module, s *scheme.Scheme) error {
 	if mod.GroupSize != kernels.W4AGroup {
 		return fail("w4a-group", "group size %d; W4A takes group 128", mod.GroupSize)
 	}
-	if s != nil && s.Symmetric != nil && !*s.Symmetric {
-		return fail("w4a-sym", "quantization_config says sym false; W4A takes symmetric INT4 (zero point 8)")
+	if s == nil {
+		return nil
 	}
-	if s != nil && s.DescAct {
-		return fail("w4a-desc-act", "quantization_config says desc_act true; W4A takes g_idx = i/128")
+	p := s.GPTQFor(mod.Name) // GPT-QModel's dynamic overrides apply per module
+	says := "quantization_config says"
+	if p.Rule != "" {
+		says = fmt.Sprintf("quantization_config (dynamic rule %q) says", p.Rule)
+	}
+	if p.Symmetric != nil && !*p.Symmetric {
+		return fail("w4a-sym", "%s sym false; W4A takes symmetric INT4 (zero point 8)", says)
+	}
+	if p.DescAct {
+		return fail("w4a-desc-act", "%s desc_act true; W4A takes g_idx = i/128", says)
 	}
 	return nil
 }

@@ -127,7 +127,8 @@ func classifyPacked(m *Module, p *TensorInfo, s *Scheme, shapes ShapeValues) {
 
 func classifyGPTQorAWQ(m *Module, qw *TensorInfo, s *Scheme) {
 	m.Quantized = true
-	m.Bits = s.Bits
+	p := s.GPTQFor(m.Name) // the base config, or a dynamic rule's overrides
+	m.Bits = p.Bits
 	if m.Bits == 0 {
 		m.Bits = 4
 	}
@@ -155,12 +156,12 @@ func classifyGPTQorAWQ(m *Module, qw *TensorInfo, s *Scheme) {
 		}
 		m.WeightShape = []uint64{qw.Shape[1], qw.Shape[0] * 32 / uint64(m.Bits)}
 	}
-	m.GroupSize = s.GroupSize
+	m.GroupSize = p.GroupSize
 	if m.GroupSize <= 0 && sc != nil && len(sc.Shape) == 2 && sc.Shape[0] > 0 {
 		m.GroupSize = int(m.WeightShape[1] / sc.Shape[0])
 	}
-	if s.Symmetric != nil {
-		m.Symmetric = *s.Symmetric
+	if p.Symmetric != nil {
+		m.Symmetric = *p.Symmetric
 	}
 }
 

@@ -79,14 +79,17 @@ type Scheme struct {
 	QuantizedLayers  map[string]LayerQuant `json:"quantized_layers,omitempty"`
 	KVCache          string                `json:"kv_cache,omitempty"`
 	DeclaredIn       []string              `json:"declared_in,omitempty"` // config.json, hf_quant_config.json
+	// Dynamic is GPT-QModel's per-module overrides, in file order (dynamic.go).
+	Dynamic []DynamicRule `json:"dynamic,omitempty"`
 
 	lists atomic.Value // *compiledLists: the lists above compiled on first use (match.go)
 	// fileScale is a lone file's quantscope.scale (FromFileMetadata), which
 	// names the scale tensor it describes; "" for a config's scheme.
 	fileScale string
 	// groupOrder is config.json's config_groups keys in file order
-	// (configGroupOrder), for Groups' order.
-	groupOrder []string
+	// (configGroupOrder), for Groups' order; dynamicOrder the same for
+	// GPT-QModel's dynamic.
+	groupOrder, dynamicOrder []string
 }
 
 // ConfigError is a config file that cannot be read as the shape its producer writes.
@@ -141,7 +144,8 @@ func Detect(configJSON, hfQuantJSON []byte) (*Scheme, error) {
 		}
 		if qc != nil {
 			s.DeclaredIn = append(s.DeclaredIn, "config.json")
-			s.groupOrder = configGroupOrder(configJSON)
+			s.groupOrder = configGroupOrder(configJSON, "config_groups")
+			s.dynamicOrder = configGroupOrder(configJSON, "dynamic")
 			if err := s.readQuantizationConfig(qc); err != nil {
 				return nil, err
 			}
@@ -323,7 +327,7 @@ func (s *Scheme) readQuantizationConfig(qc *obj) error {
 		if s.CheckpointFormat != "gptq_p" && s.Bits != 2 && s.Bits != 3 && s.Bits != 4 && s.Bits != 8 {
 			return &ConfigError{File: qc.file, Field: "quantization_config.bits", Msg: fmt.Sprintf("%s bits must be 2, 3, 4 or 8, found %d (GPT-QModel writes 5, 6 and 7 bits as checkpoint_format gptq_p)", method, s.Bits)}
 		}
-		return nil
+		return s.readDynamic(qc, s.dynamicOrder)
 	case "mxfp4":
 		s.Method = "mxfp4"
 		s.Family = FamilyMXFP4

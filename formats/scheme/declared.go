@@ -71,6 +71,9 @@ func (s *Scheme) Declared(m *Module) (quantized, known bool) {
 		if s.ExcludedBy(m.Name) != "" {
 			return false, true
 		}
+		if len(s.Dynamic) > 0 && s.GPTQFor(m.Name).Skip { // a "-:" dynamic rule
+			return false, true
+		}
 		if s.Method == "mxfp4" {
 			return m.Kind == "experts" && linear, m.Kind == "experts"
 		}

@@ -6,11 +6,12 @@ import (
 )
 
 // configGroupOrder lists the keys of config.json's
-// quantization_config.config_groups (else compression_config's) in the
-// order the file writes them: the order vLLM tries the groups' targets in,
-// which a decoded map loses. It returns nil when there is no such object
-// or the file cannot be read (Detect reports that).
-func configGroupOrder(configJSON []byte) []string {
+// quantization_config.FIELD (else compression_config's) in the order the
+// file writes them, which a decoded map loses: for config_groups the order
+// vLLM tries the groups' targets in, for GPT-QModel's dynamic the order its
+// patterns are tried in. It returns nil when there is no such object or the
+// file cannot be read (Detect reports that).
+func configGroupOrder(configJSON []byte, field string) []string {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(configJSON, &top) != nil {
 		return nil
@@ -23,7 +24,7 @@ func configGroupOrder(configJSON []byte) []string {
 	if json.Unmarshal(qc, &fields) != nil {
 		return nil
 	}
-	return objectKeys(fields["config_groups"])
+	return objectKeys(fields[field])
 }
 
 // objectKeys is the keys of a JSON object in document order (nil when raw

@@ -18,7 +18,7 @@ func TestConfigGroupOrder(t *testing.T) {
 		{`{"quantization_config":`, nil},
 		{`[]`, nil},
 	} {
-		if got := configGroupOrder([]byte(c.json)); !slices.Equal(got, c.want) {
+		if got := configGroupOrder([]byte(c.json), "config_groups"); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.json, got, c.want)
 		}
 	}
