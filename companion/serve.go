@@ -133,7 +133,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // demoVersion names the generator's output; bump it when synth changes so
 // that caches regenerate.
-const demoVersion = "demo-v7"
+const demoVersion = "demo-v8"
 
 // demoCache generates the demo repos once into the user's cache folder.
 func demoCache(stdout io.Writer) (string, error) {

@@ -211,6 +211,34 @@ func GPTQInt4() *Repo {
 	return b.finish(1)
 }
 
+// GPTQDynamic is a GPT-QModel export with per-module overrides
+// (quantization_config.dynamic): INT4 group 128 by default, every down_proj
+// INT8 group 64, and layer 1's o_proj left BF16 by a "-:" rule. Read with
+// the base config alone, the down_proj shapes come out wrong.
+func GPTQDynamic() *Repo {
+	b := newBuilder(Org+"/Llama-tiny-GPTQ-dynamic", "GPT-QModel INT4 with dynamic overrides: down_proj INT8 group 64, layer 1 o_proj BF16", 1)
+	b.llama(110, tinyLlama, func(name string, m Matrix) ([]st.WriteTensor, string) {
+		switch {
+		case name == "model.layers.1.self_attn.o_proj":
+			return Dense(name+".weight", m), "bf16"
+		case strings.HasSuffix(name, ".down_proj"):
+			return GPTQ(name, m, 8, 64), "int8"
+		}
+		return GPTQ(name, m, 4, 128), "int4"
+	}, nil)
+	b.json("config.json", llamaConfig(tinyLlama, map[string]any{
+		"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": false, "desc_act": false,
+		"checkpoint_format": "gptq", "quantizer": []string{"gptqmodel:5.0.0"},
+		// one key each way: the JSON writer sorts keys, and these two never
+		// match the same module, so their order does not matter here
+		"dynamic": map[string]any{
+			`+:.*\.down_proj`: map[string]any{"bits": 8, "group_size": 64},
+			`-:model\.layers\.1\.self_attn\.o_proj`: map[string]any{},
+		},
+	}))
+	return b.finish(1)
+}
+
 // AWQInt4 is an AutoAWQ gemm export, group 128.
 func AWQInt4() *Repo {
 	b := newBuilder(Org+"/Llama-tiny-AWQ", "AutoAWQ gemm INT4, group 128", 1)
@@ -342,6 +370,6 @@ func Mislabeled() *Repo {
 
 // All returns every demo repo, in a stable order.
 func All() []*Repo {
-	return []*Repo{ModelOptNVFP4(), ModelOptAWQ(), CTNVFP4(), CTW4A16(), CTW3A16Legacy(), CTFP8Dynamic(), GPTQInt4(), AWQInt4(), DeepSeekFP8(), GPTOSSMXFP4(), Mislabeled(),
+	return []*Repo{ModelOptNVFP4(), ModelOptAWQ(), CTNVFP4(), CTW4A16(), CTW3A16Legacy(), CTFP8Dynamic(), GPTQInt4(), GPTQDynamic(), AWQInt4(), DeepSeekFP8(), GPTOSSMXFP4(), Mislabeled(),
 		DeepSeekMiniFP8(), DeepSeekMiniNVFP4()}
 }

@@ -319,6 +319,15 @@ function renderScheme(sc) {
     const w = g.weights || {};
     pairs.push(["group " + g.name, `${(g.targets || []).join(", ")} → ${w.type || ""}${w.num_bits || ""} ${w.strategy || ""}${w.group_size ? " g" + w.group_size : ""}`]);
   }
+  // GPT-QModel's per-module overrides, in the order they are tried
+  if (sc.dynamic) for (const r of sc.dynamic) {
+    const o = [];
+    if (r.bits) o.push(r.bits + "-bit");
+    if (r.group_size) o.push("group " + r.group_size);
+    if (r.sym !== undefined) o.push("sym " + r.sym);
+    if (r.desc_act !== undefined) o.push("desc_act " + r.desc_act);
+    pairs.push(["dynamic " + r.pattern, r.skip ? "not quantized" : (o.join(" ") || "base config")]);
+  }
   if (sc.method === "none") pairs.push(["", "nothing declared: no quantization_config, no hf_quant_config.json"]);
   $("scheme-body").replaceChildren(kv(pairs));
 }

@@ -32,7 +32,7 @@ func load(t *testing.T, r *synth.Repo) *Checkpoint {
 // Each format's error bound: the largest normalised RMS error of
 // dequantize(quantize(w)) that its step size allows, with margin.
 var nrmseBound = map[string]float64{
-	"nvfp4": 0.16, "mxfp4": 0.25, "fp8": 0.05, "int4": 0.26, "int3": 0.36, "bf16": 0.005,
+	"nvfp4": 0.16, "mxfp4": 0.25, "fp8": 0.05, "int4": 0.26, "int3": 0.36, "int8": 0.02, "bf16": 0.005,
 }
 
 func TestRoundTripEveryFormat(t *testing.T) {

@@ -105,7 +105,7 @@ func keys[V any](m map[string]V) []string {
 // 16-bit group-128 scales (and zeros, g_idx) a little over 4.125, INT3 in the
 // 0.17 per-word layout 3.2 plus scales and zeros.
 func TestBitsPerWeightOfQuantizedModules(t *testing.T) {
-	bounds := map[string][2]float64{"nvfp4": {4.5, 4.51}, "mxfp4": {4.25, 4.25}, "fp8": {8, 8.1}, "int4": {4.125, 4.45}, "int3": {3.2, 3.5}}
+	bounds := map[string][2]float64{"nvfp4": {4.5, 4.51}, "mxfp4": {4.25, 4.25}, "fp8": {8, 8.1}, "int4": {4.125, 4.45}, "int3": {3.2, 3.5}, "int8": {8.1, 8.6}}
 	for _, r := range synth.All() {
 		c := load(t, r)
 		for _, m := range c.Modules {
