@@ -232,7 +232,7 @@ func GPTQDynamic() *Repo {
 		// one key each way: the JSON writer sorts keys, and these two never
 		// match the same module, so their order does not matter here
 		"dynamic": map[string]any{
-			`+:.*\.down_proj`: map[string]any{"bits": 8, "group_size": 64},
+			`+:.*\.down_proj`:                       map[string]any{"bits": 8, "group_size": 64},
 			`-:model\.layers\.1\.self_attn\.o_proj`: map[string]any{},
 		},
 	}))
