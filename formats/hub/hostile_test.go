@@ -5,11 +5,13 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -328,4 +330,109 @@ func TestRateLimitHeader(t *testing.T) {
 	if e := (&HTTPError{Status: 408}); !e.Temporary() {
 		t.Error("408 is not retried")
 	}
+}
+
+// A body that breaks off is resumed where it stopped, when the retry's
+// answer carries the same validator: the retry asks for the rest only, and
+// the bytes read are the file's. With another validator the file changed
+// between the two answers (ErrChanged); with none to compare, the retry
+// starts over.
+func TestResumeBrokenBody(t *testing.T) {
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>9)
+	}
+	const cut = 300 << 10
+	for _, c := range []struct {
+		name          string
+		first, second string // the two answers' ETags
+		resumed       bool
+		changed       bool
+	}{
+		{"same etag", `"v1"`, `"v1"`, true, false},
+		{"etag changed", `"v1"`, `"v2"`, false, true},
+		{"no etag", "", "", false, false},
+	} {
+		var mu sync.Mutex
+		var starts []int64
+		broken := false
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start, end, ok := parseRangeHeader(r.Header.Get("Range"))
+			if !ok || end-start < 1<<19 { // the client's small probes: answered whole
+				if c.first != "" {
+					w.Header().Set("ETag", c.first)
+				}
+				http.ServeContent(w, r, "m.safetensors", time.Time{}, bytes.NewReader(data))
+				return
+			}
+			mu.Lock()
+			starts = append(starts, start)
+			first := !broken
+			broken = true
+			mu.Unlock()
+			tag := c.second
+			if first {
+				tag = c.first
+			}
+			if tag != "" {
+				w.Header().Set("ETag", tag)
+			}
+			end = min(end, int64(len(data))-1)
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(data)))
+			w.Header().Set("Content-Length", strconv.FormatInt(end-start+1, 10))
+			w.WriteHeader(206)
+			if first {
+				w.Write(data[start : start+cut])
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler) // the connection drops mid-body
+			}
+			w.Write(data[start : end+1])
+		}))
+		c2, err := NewClient(WithRetries(2), WithBackoff(time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		ra, _, err := c2.OpenURL(ctx, srv.URL+"/m.safetensors").Open(ctx, "m.safetensors")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 900<<10)
+		_, err = ra.ReadAt(got, 100)
+		srv.Close()
+		if c.changed {
+			if !errors.Is(err, ErrChanged) {
+				t.Errorf("%s: %v, want ErrChanged", c.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !bytes.Equal(got, data[100:100+len(got)]) {
+			t.Fatalf("%s: the bytes read are not the file's", c.name)
+		}
+		if len(starts) != 2 {
+			t.Fatalf("%s: %d large requests (%v), want the broken one and its retry", c.name, len(starts), starts)
+		}
+		want := starts[0]
+		if c.resumed {
+			want += cut
+		}
+		if starts[1] != want {
+			t.Errorf("%s: the retry asked from byte %d, want %d", c.name, starts[1], want)
+		}
+	}
+}
+
+// parseRangeHeader reads "bytes=a-b".
+func parseRangeHeader(v string) (start, end int64, ok bool) {
+	r, found := strings.CutPrefix(v, "bytes=")
+	a, b, found2 := strings.Cut(r, "-")
+	if !found || !found2 {
+		return 0, 0, false
+	}
+	s, err1 := strconv.ParseInt(a, 10, 64)
+	e, err2 := strconv.ParseInt(b, 10, 64)
+	return s, e, err1 == nil && err2 == nil
 }
