@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -40,6 +41,13 @@ type Client struct {
 	sem      chan struct{}
 	requests atomic.Int64
 	bytes    atomic.Int64
+
+	// pauseUntil is when the hub, having answered one request 429 or 503
+	// with a time to wait, may be asked again: every attempt waits it out,
+	// not only the one told, so that 80 shard reads do not each run into
+	// the limit in turn.
+	pauseMu    sync.Mutex
+	pauseUntil time.Time
 }
 
 type options struct {
@@ -483,6 +491,9 @@ func (c *Client) do(ctx context.Context, op func(ctx context.Context) error) err
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return ctxErr
 		}
+		if err := c.waitPause(ctx); err != nil {
+			return err
+		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-ctx.Done():
@@ -515,8 +526,40 @@ func (c *Client) do(ctx context.Context, op func(ctx context.Context) error) err
 				return fmt.Errorf("%w (the server asks to retry after %v; not waited for)", err, he.RetryAfter)
 			}
 			wait = he.RetryAfter
+			if (he.Status == 429 || he.Status == 503) && sameHost(he.URL, c.endpoint) {
+				c.pause(wait)
+			}
 		}
 		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// pause holds every attempt back for d from now (or longer, if an earlier
+// pause ends later).
+func (c *Client) pause(d time.Duration) {
+	c.pauseMu.Lock()
+	defer c.pauseMu.Unlock()
+	if until := time.Now().Add(d); until.After(c.pauseUntil) {
+		c.pauseUntil = until
+	}
+}
+
+// waitPause waits out the hub's pause, if one runs.
+func (c *Client) waitPause(ctx context.Context) error {
+	for {
+		c.pauseMu.Lock()
+		d := time.Until(c.pauseUntil)
+		c.pauseMu.Unlock()
+		if d <= 0 {
+			return nil
+		}
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-ctx.Done():

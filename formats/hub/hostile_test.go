@@ -436,3 +436,72 @@ func parseRangeHeader(v string) (start, end int64, ok bool) {
 	e, err2 := strconv.ParseInt(b, 10, 64)
 	return s, e, err1 == nil && err2 == nil
 }
+
+// A 429 with a time to wait holds back every request to the hub, not only
+// the one told: a read started during the pause reaches the server only
+// after it.
+func TestRateLimitPausesEveryRequest(t *testing.T) {
+	data := make([]byte, 4096)
+	var mu sync.Mutex
+	limited := false
+	var told time.Time
+	arrived := map[string]time.Time{}
+	saw429 := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		first := !limited && r.URL.Path == "/a.safetensors"
+		if first {
+			limited, told = true, time.Now()
+		} else if _, seen := arrived[r.URL.Path]; !seen {
+			arrived[r.URL.Path] = time.Now()
+		}
+		mu.Unlock()
+		if first {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(429)
+			close(saw429)
+			return
+		}
+		http.ServeContent(w, r, "x.safetensors", time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	c, err := NewClient(WithEndpoint(srv.URL), WithRetries(2), WithBackoff(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	read := func(name string) error {
+		ra, _, err := c.OpenURL(ctx, srv.URL+"/"+name).Open(ctx, name)
+		if err != nil {
+			return err
+		}
+		_, err = ra.ReadAt(make([]byte, 8), 0)
+		return err
+	}
+	errA := make(chan error, 1)
+	go func() { errA <- read("a.safetensors") }()
+	<-saw429
+	for start := time.Now(); ; { // until the client has read the 429 (a request sent before that is on its way)
+		c.pauseMu.Lock()
+		set := !c.pauseUntil.IsZero()
+		c.pauseMu.Unlock()
+		if set {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the client set no pause after the hub's 429")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := read("b.safetensors"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errA; err != nil {
+		t.Fatalf("the read told to wait: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if d := arrived["/b.safetensors"].Sub(told); d < 900*time.Millisecond {
+		t.Errorf("a read started during the hub's 1 s pause reached it %v after the 429", d)
+	}
+}
