@@ -20,11 +20,12 @@ import (
 )
 
 // decodeModule streams a module's rows [A:B) through the CPU backend: bands
-// decoded on every core, handed back in row order, written to --out in one
-// large write a band (the band's own memory), the statistics counted by the
-// workers on the way, --json's text formatted by the workers too. The
-// working set is the backend's (a few bands a core), whatever the module's
-// size.
+// decoded on every core, each written to --out at its own offset by the
+// worker that decoded it (in any order; the file has its full size first),
+// the statistics counted by the workers on the way (their moments merged in
+// row order); --json's text is formatted by the workers and written in row
+// order. The working set is the backend's (a few bands a core), whatever
+// the module's size.
 func decodeModule(ctx context.Context, c *checkpoint.Checkpoint, m *scheme.Module, rowSpec, out string, asJSON bool, stdout io.Writer) (err error) {
 	rows, cols := m.Matrix2D()
 	lo, hi, err := parseRows(rowSpec, int(rows))

@@ -9,10 +9,12 @@ import "context"
 type Dequantizer interface {
 	// Dequantize decodes every row of src, in bands of rows decoded on the
 	// backend's workers, and hands the bands to sink one at a time in row
-	// order. A band's values are valid only during the sink call (the buffer
-	// is reused). The working set is bounded independently of the module's
+	// order (with a nil sink, opt.Each alone sees them, in any order). A
+	// band's values are valid only during the sink call (the buffer is
+	// reused). The working set is bounded independently of the module's
 	// size (each backend states its bound). ctx is checked between bands;
-	// opt.Progress is told the rows done after each band.
+	// opt.Progress is told the rows done after each band (with a nil sink,
+	// the rows of all bands done so far, not a prefix).
 	Dequantize(ctx context.Context, src RowSource, opt DequantOptions, sink func(b *Band) error) error
 	// Stats computes a module's statistics in one streamed pass.
 	Stats(ctx context.Context, src RowSource, opt StatsOptions) (*Stats, error)
@@ -87,7 +89,8 @@ type DequantOptions struct {
 	// ChunkBytes is the target size of a band's float32 output (default
 	// DefaultChunkBytes); a band holds at least one row.
 	ChunkBytes int
-	// Progress is told rows done out of rows total after each band.
+	// Progress is told rows done out of rows total after each band (a
+	// prefix with a sink; with none, the rows of every band done so far).
 	Progress Progress
 	// WantMeta asks the decoders for each band's BandMeta.
 	WantMeta bool

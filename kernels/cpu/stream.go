@@ -18,8 +18,9 @@ import (
 // scratch for one band's stored bytes and scale rows (no more than the
 // band's output for any stored format). So the bound is about
 // 4·Workers·ChunkBytes (with the default 512 KiB chunks and 16 workers, 32
-// MiB), whatever the module's size; nothing is allocated per band, and the
-// bands are kept for the next stream (bandPool).
+// MiB), whatever the module's size; with a nil sink one band a worker, so
+// about 2·Workers·ChunkBytes. Nothing is allocated per band, and the bands
+// are kept for the next stream (bandPool).
 func (b *Backend) Dequantize(ctx context.Context, src kernels.RowSource, opt kernels.DequantOptions, sink func(*kernels.Band) error) error {
 	return b.stream(ctx, src, opt.ChunkBytes, opt.WantMeta, opt.Progress, opt.Each, sink)
 }
@@ -68,7 +69,11 @@ func (b *Backend) stream(ctx context.Context, src kernels.RowSource, chunk int, 
 	run := func(w int) {
 		home := &homeBands{wake: make(chan struct{}, 1)}
 		homes[w] = home
-		for range bandsPerWorker {
+		own := bandsPerWorker
+		if sink == nil {
+			own = 1 // a band comes home as soon as its work is done
+		}
+		for range own {
 			band, _ := bandPool.Get().(*kernels.Band)
 			if band == nil {
 				band = new(kernels.Band)
