@@ -181,6 +181,9 @@ func describeDynamic(r scheme.DynamicRule) string {
 	if r.DescAct != nil {
 		o = append(o, fmt.Sprintf("desc_act %v", *r.DescAct))
 	}
+	if b := r.WeightBlockSize; len(b) == 2 {
+		o = append(o, fmt.Sprintf("blocks %dx%d", b[0], b[1]))
+	}
 	if len(o) == 0 {
 		o = append(o, "base config")
 	}

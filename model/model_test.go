@@ -189,7 +189,7 @@ func gptqCentred(t *testing.T, m *Model, name string) ([]int8, []float64, [2]int
 	return codes, sc, [2]int{int(out), int(in)}
 }
 
-func TestGPTQForwards(t *testing.T) {
+func TestDynamicForwards(t *testing.T) {
 	m, s, deq, codes, scales, dims := gptqFixture(t)
 	ctx := context.Background()
 	none, err := m.Forward(ctx, testTokens, Options{W4A: W4ANone})

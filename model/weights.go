@@ -104,7 +104,7 @@ func w4aModule(mod *scheme.Module, s *scheme.Scheme) error {
 	if s == nil {
 		return nil
 	}
-	p := s.GPTQFor(mod.Name) // GPT-QModel's dynamic overrides apply per module
+	p := s.DynamicFor(mod.Name) // GPT-QModel's dynamic overrides apply per module
 	says := "quantization_config says"
 	if p.Rule != "" {
 		says = fmt.Sprintf("quantization_config (dynamic rule %q) says", p.Rule)

@@ -326,6 +326,7 @@ function renderScheme(sc) {
     if (r.group_size) o.push("group " + r.group_size);
     if (r.sym !== undefined) o.push("sym " + r.sym);
     if (r.desc_act !== undefined) o.push("desc_act " + r.desc_act);
+    if (r.weight_block_size) o.push("blocks " + r.weight_block_size.join("x"));
     pairs.push(["dynamic " + r.pattern, r.skip ? "not quantized" : (o.join(" ") || "base config")]);
   }
   if (sc.method === "none") pairs.push(["", "nothing declared: no quantization_config, no hf_quant_config.json"]);

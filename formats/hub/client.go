@@ -43,9 +43,10 @@ type Client struct {
 	bytes    atomic.Int64
 
 	// pauseUntil is when the hub, having answered one request 429 or 503
-	// with a time to wait, may be asked again: every attempt waits it out,
-	// not only the one told, so that 80 shard reads do not each run into
-	// the limit in turn.
+	// with a time to wait, may be asked again: every attempt of this client
+	// waits it out (its CDN reads too: an attempt does not know its host
+	// before it starts), not only the one told, so that 80 shard reads do
+	// not each run into the limit in turn.
 	pauseMu    sync.Mutex
 	pauseUntil time.Time
 }
@@ -515,20 +516,21 @@ func (c *Client) do(ctx context.Context, op func(ctx context.Context) error) err
 			// for the user's cancel by a caller that checks Canceled).
 			err = fmt.Errorf("%s (no progress within %v): %w", err.Error(), c.timeout, context.DeadlineExceeded)
 		}
+		var he *HTTPError
+		limited := errors.As(err, &he) && he.RetryAfter > 0
+		if limited && he.RetryAfter <= maxRetryAfter && (he.Status == 429 || he.Status == 503) && sameHost(he.URL, c.endpoint) {
+			c.pause(he.RetryAfter) // the others wait too, even when this attempt was the last
+		}
 		if attempt >= c.retries || !retryable(err, ctx) {
 			return err
 		}
 		wait := c.backoff << attempt
 		wait += time.Duration(rand.Int64N(int64(wait/4 + 1)))
-		var he *HTTPError
-		if errors.As(err, &he) && he.RetryAfter > 0 {
+		if limited {
 			if he.RetryAfter > maxRetryAfter { // waiting it out in pieces only delays the answer
 				return fmt.Errorf("%w (the server asks to retry after %v; not waited for)", err, he.RetryAfter)
 			}
 			wait = he.RetryAfter
-			if (he.Status == 429 || he.Status == 503) && sameHost(he.URL, c.endpoint) {
-				c.pause(wait)
-			}
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -550,7 +552,9 @@ func (c *Client) pause(d time.Duration) {
 	}
 }
 
-// waitPause waits out the hub's pause, if one runs.
+// waitPause waits out the hub's pause, if one runs, and a little more (up
+// to a tenth of it, at most half a second, at random), so that the waiting
+// requests do not all arrive at once when it ends.
 func (c *Client) waitPause(ctx context.Context) error {
 	for {
 		c.pauseMu.Lock()
@@ -559,6 +563,7 @@ func (c *Client) waitPause(ctx context.Context) error {
 		if d <= 0 {
 			return nil
 		}
+		d += time.Duration(rand.Int64N(int64(min(d/10, 500*time.Millisecond)) + 1))
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

@@ -352,6 +352,7 @@ func TestResumeBrokenBody(t *testing.T) {
 		{"same etag", `"v1"`, `"v1"`, true, false},
 		{"etag changed", `"v1"`, `"v2"`, false, true},
 		{"no etag", "", "", false, false},
+		{"weak etag", `W/"v1"`, `W/"v1"`, false, false}, // promises no byte-for-byte sameness
 	} {
 		var mu sync.Mutex
 		var starts []int64
@@ -505,3 +506,58 @@ func TestRateLimitPausesEveryRequest(t *testing.T) {
 		t.Errorf("a read started during the hub's 1 s pause reached it %v after the 429", d)
 	}
 }
+
+// A resumed read of a server that ignores Range (every answer the whole
+// file) still reads at its own start: the bytes kept do not push it past
+// maxSkip, where a fresh read of the same range is allowed.
+func TestResumeOnServerIgnoringRange(t *testing.T) {
+	const size = maxSkip + 6<<20
+	const at = maxSkip - 4<<20 // the read: within maxSkip
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.Header().Set("ETag", `"v1"`)
+		w.WriteHeader(200)
+		n := int64(size)
+		if r.Header.Get("Range") != "" && !strings.HasPrefix(r.Header.Get("Range"), "bytes=0-") && calls.Add(1) == 1 {
+			n = at + 5<<20 // breaks off 5 MiB into the read, past maxSkip
+		}
+		io.CopyN(w, &pattern{}, n)
+		if n < size {
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
+	}))
+	defer srv.Close()
+	c, err := NewClient(WithRetries(2), WithBackoff(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ra, _, err := c.OpenURL(ctx, srv.URL+"/m.safetensors").Open(ctx, "m.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 6<<20)
+	if _, err := ra.ReadAt(got, at); err != nil {
+		t.Fatalf("a read within maxSkip, broken off past it: %v", err)
+	}
+	for i, b := range got {
+		if b != patternByte(at+int64(i)) {
+			t.Fatalf("byte %d of the read is not the file's", i)
+		}
+	}
+}
+
+// pattern is an endless stream whose byte at offset i is patternByte(i).
+type pattern struct{ off int64 }
+
+func (p *pattern) Read(b []byte) (int, error) {
+	for i := range b {
+		b[i] = patternByte(p.off + int64(i))
+	}
+	p.off += int64(len(b))
+	return len(b), nil
+}
+
+func patternByte(i int64) byte { return byte(i*131 + i>>11) }

@@ -237,7 +237,7 @@ func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
 		if u == "" {
 			u = f.url
 		}
-		if len(have) > 0 && haveMeta.linked == "" && haveMeta.etag == "" {
+		if _, known := sameVersion(haveMeta, haveMeta); len(have) > 0 && !known {
 			have = have[:0] // nothing to tell the versions apart by
 		}
 		prior := len(have)
@@ -302,11 +302,14 @@ func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
 // sameVersion compares the validators two answers carry, each kind with its
 // own (a hub's X-Linked-ETag and a CDN's ETag may be spelled differently);
 // known is false when they share none.
+// A weak ETag (W/"…") promises no byte-for-byte sameness, so it joins no
+// bytes (RFC 9110, 8.8.3).
 func sameVersion(a, b meta) (same, known bool) {
-	if a.linked != "" && b.linked != "" {
+	strong := func(e string) bool { return e != "" && !strings.HasPrefix(e, "W/") }
+	if strong(a.linked) && strong(b.linked) {
 		return a.linked == b.linked, true
 	}
-	if a.etag != "" && b.etag != "" {
+	if strong(a.etag) && strong(b.etag) {
 		return a.etag == b.etag, true
 	}
 	return false, false
@@ -345,7 +348,7 @@ func (c *Client) readRange(ctx context.Context, u string, off, n int64, have []b
 		}
 		n = min(n, end-start+1)
 	case 200:
-		if off > maxSkip {
+		if off-int64(len(have)) > maxSkip { // the read's own start: a resumed one skips what it kept too
 			return have, m, &permanentError{fmt.Errorf("GET %s: the server ignores Range (it answered 200, the whole file): reaching byte %d would download every byte before it; refused past %d MiB", redact(u), off, maxSkip>>20)}
 		}
 		skip = off // the whole file: read through to the range, then stop

@@ -127,7 +127,7 @@ func classifyPacked(m *Module, p *TensorInfo, s *Scheme, shapes ShapeValues) {
 
 func classifyGPTQorAWQ(m *Module, qw *TensorInfo, s *Scheme) {
 	m.Quantized = true
-	p := s.GPTQFor(m.Name) // the base config, or a dynamic rule's overrides
+	p := s.DynamicFor(m.Name) // the base config, or a dynamic rule's overrides
 	m.Bits = p.Bits
 	if m.Bits == 0 {
 		m.Bits = 4
@@ -257,7 +257,7 @@ func fp8Layout(m *Module, w, scale *TensorInfo, s *Scheme) string {
 	}
 	if len(scale.Shape) == 2 {
 		br, bc := 128, 128
-		if b := s.WeightBlockSize; len(b) == 2 {
+		if b := s.DynamicFor(m.Name).WeightBlockSize; len(b) == 2 { // the config's, or a dynamic rule's
 			br, bc = b[0], b[1]
 		} else if b := ctBlock(s, m.Name); b != nil {
 			br, bc = b[0], b[1]

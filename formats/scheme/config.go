@@ -276,7 +276,7 @@ func (s *Scheme) readQuantizationConfig(qc *obj) error {
 		if b := s.WeightBlockSize; b != nil && (b[0] > maxBlock || b[1] > maxBlock) {
 			return &ConfigError{File: qc.file, Field: "quantization_config.weight_block_size", Msg: fmt.Sprintf("block %v is larger than 2^31", b)}
 		}
-		return nil
+		return s.readDynamic(qc, s.dynamicOrder) // GPT-QModel's FP8 export may carry per-module overrides
 	case "gptq", "awq":
 		s.Method = method
 		s.Family = FamilyInt

@@ -71,7 +71,7 @@ func (s *Scheme) Declared(m *Module) (quantized, known bool) {
 		if s.ExcludedBy(m.Name) != "" {
 			return false, true
 		}
-		if len(s.Dynamic) > 0 && s.GPTQFor(m.Name).Skip { // a "-:" dynamic rule
+		if len(s.Dynamic) > 0 && s.DynamicFor(m.Name).Skip { // a "-:" dynamic rule
 			return false, true
 		}
 		if s.Method == "mxfp4" {

@@ -6,20 +6,29 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dlclark/regexp2"
 )
 
 // DynamicRule is one entry of GPT-QModel's quantization_config.dynamic, an
-// object of pattern → overrides read in file order. The first rule whose
-// pattern matches a module's name at its start (Python's re.match) decides:
-// "-:PATTERN" leaves the module unquantized; "+:PATTERN" or a bare PATTERN
-// quantizes it with the base config changed by the overrides
-// (gptqmodel/quantization/config.py `dynamic_get`; vLLM's
-// gptq_utils.get_dynamic_override reads it the same way). Only the
-// overrides that change how the stored bytes read are kept; GPT-QModel's
-// others (damp_percent, mse, adapters) are calibration settings.
+// object of pattern → overrides. The rules are tried with every "-" rule
+// first, then the others, each group in file order, as GPT-QModel orders
+// them before it quantizes or loads (gptqmodel/quantization/config.py:
+// `self.dynamic = {**{k: v ... if k.startswith('-')}, **{...}}`), and the
+// first whose pattern matches a module's name at its start (Python's
+// re.match) decides: "-:PATTERN" leaves the module unquantized; "+:PATTERN"
+// or a bare PATTERN quantizes it with the base config changed by the
+// overrides (`dynamic_get`). The configs GPT-QModel writes are already in
+// that order; vLLM (gptq_utils.get_dynamic_override) tries the rules in
+// file order, which differs only for a hand-edited file with a "-" rule
+// after a "+" rule that also matches. Of the overrides, the ones that
+// change how the stored bytes read are kept (bits, group_size, sym,
+// desc_act; weight_block_size for FP8); those that would change the
+// packing itself (format, pack_dtype, checkpoint_format) are refused unless
+// they repeat the base config's; the others (damp_percent, mse, adapters)
+// are calibration settings.
 type DynamicRule struct {
 	Pattern   string `json:"pattern"`        // as written, with its prefix
 	Skip      bool   `json:"skip,omitempty"` // "-:": matching modules are not quantized
@@ -27,26 +36,30 @@ type DynamicRule struct {
 	GroupSize int    `json:"group_size,omitempty"`
 	Symmetric *bool  `json:"sym,omitempty"`
 	DescAct   *bool  `json:"desc_act,omitempty"`
+	// WeightBlockSize is an FP8 module's own block (GPT-QModel's FP8
+	// export).
+	WeightBlockSize []int `json:"weight_block_size,omitempty"`
 
 	match func(string) bool
 }
 
-// GPTQParams is the config GPT-QModel quantized one module with: the base
+// DynamicParams is the config GPT-QModel quantized one module with: the base
 // quantization_config with the overrides of the first dynamic rule that
-// matches it.
-type GPTQParams struct {
+// matches it (the base alone for a config without dynamic).
+type DynamicParams struct {
 	Bits, GroupSize int
 	Symmetric       *bool
 	DescAct         bool
+	WeightBlockSize []int
 	// Skip: a "-:" rule left the module unquantized.
 	Skip bool
 	// Rule is the pattern of the rule that matched ("" for none).
 	Rule string
 }
 
-// GPTQFor is the config the module named name was quantized with.
-func (s *Scheme) GPTQFor(name string) GPTQParams {
-	p := GPTQParams{Bits: s.Bits, GroupSize: s.GroupSize, Symmetric: s.Symmetric, DescAct: s.DescAct}
+// DynamicFor is the config the module named name was quantized with.
+func (s *Scheme) DynamicFor(name string) DynamicParams {
+	p := DynamicParams{Bits: s.Bits, GroupSize: s.GroupSize, Symmetric: s.Symmetric, DescAct: s.DescAct, WeightBlockSize: s.WeightBlockSize}
 	for i := range s.Dynamic {
 		r := &s.Dynamic[i]
 		if r.match == nil || !r.match(name) {
@@ -65,6 +78,9 @@ func (s *Scheme) GPTQFor(name string) GPTQParams {
 		if r.DescAct != nil {
 			p.DescAct = *r.DescAct
 		}
+		if r.WeightBlockSize != nil {
+			p.WeightBlockSize = r.WeightBlockSize
+		}
 		break
 	}
 	return p
@@ -82,6 +98,9 @@ const dynamicMatchTimeout = 100 * time.Millisecond
 func compileDynamic(p string) (func(string) bool, error) {
 	if re, err := regexp.Compile(`^(?:` + p + `)`); err == nil {
 		return re.MatchString, nil
+	}
+	if _, err := regexp2.Compile(p, regexp2.None); err != nil {
+		return nil, err // the error quotes the pattern as written
 	}
 	re, err := regexp2.Compile(`\A(?:`+p+`)`, regexp2.None)
 	if err != nil {
@@ -118,6 +137,10 @@ func (s *Scheme) readDynamic(qc *obj, keys []string) error {
 	if len(keys) != len(d) { // the raw order unreadable: a decoded map has none
 		return &ConfigError{File: qc.file, Field: qc.path + "dynamic", Msg: "its patterns could not be read in file order, which decides which one applies"}
 	}
+	// GPT-QModel's order: the "-" rules first.
+	slices.SortStableFunc(keys, func(a, b string) int {
+		return cmpBool(!strings.HasPrefix(a, "-"), !strings.HasPrefix(b, "-"))
+	})
 	for _, pat := range keys {
 		field := fmt.Sprintf("%sdynamic[%q]", qc.path, pat)
 		fail := func(f string, a ...any) error {
@@ -137,7 +160,12 @@ func (s *Scheme) readDynamic(qc *obj, keys []string) error {
 			return fail("the pattern is no regular expression: %v", err)
 		}
 		r.match = m
+		if r.Skip { // the module is left as it was: its overrides say nothing
+			s.Dynamic = append(s.Dynamic, r)
+			continue
+		}
 		o := &obj{m: ov, file: qc.file, path: field + "."}
+		_, hasGroup := ov["group_size"]
 		r.Bits = o.integer("bits")
 		r.GroupSize = o.integer("group_size")
 		if b, ok := o.boolean("sym"); ok {
@@ -146,18 +174,50 @@ func (s *Scheme) readDynamic(qc *obj, keys []string) error {
 		if b, ok := o.boolean("desc_act"); ok {
 			r.DescAct = &b
 		}
+		r.WeightBlockSize = o.ints("weight_block_size")
+		// Overrides that change the packing itself: only the base's own.
+		for _, k := range []struct{ key, base string }{{"format", s.Format}, {"checkpoint_format", s.CheckpointFormat}, {"pack_dtype", "int32"}} {
+			if s.Method == "fp8" && k.key == "format" {
+				continue // an FP8 module's fmt: its weight's dtype says it
+			}
+			if s.Method == "gptq" && k.key == "format" {
+				k.base = s.CheckpointFormat
+			}
+			if v := o.str(k.key); v != "" && !strings.EqualFold(v, k.base) {
+				return fail("%s %q differs from the base config's (%q): a module packed otherwise is not read", k.key, v, k.base)
+			}
+		}
+		if _, ok := ov["weight_scale_semantics"]; ok && s.Method == "fp8" {
+			return fail("a module's own weight_scale_semantics (whether its scales divide or multiply) is not read")
+		}
 		if o.err != nil {
 			return o.err
 		}
-		if r.Bits != 0 && !validBits(s, r.Bits) {
+		switch {
+		case s.Method == "awq" && r.Bits != 0 && r.Bits != 4:
+			return fail("bits %d: AWQ packs 4 bits only", r.Bits)
+		case s.Method == "gptq" && r.Bits != 0 && !validBits(s, r.Bits):
 			return fail("bits %d cannot be stored as checkpoint_format %s", r.Bits, s.CheckpointFormat)
-		}
-		if r.GroupSize < -1 {
+		case s.Method == "fp8" && (r.Bits != 0 && r.Bits != 8):
+			return fail("bits %d in an FP8 config", r.Bits)
+		case hasGroup && (r.GroupSize == 0 || r.GroupSize < -1):
 			return fail("group_size %d (want -1 for one group a column, or a positive size)", r.GroupSize)
+		case r.WeightBlockSize != nil && (len(r.WeightBlockSize) != 2 || r.WeightBlockSize[0] <= 0 || r.WeightBlockSize[1] <= 0 || r.WeightBlockSize[0] > maxBlock || r.WeightBlockSize[1] > maxBlock):
+			return fail("weight_block_size %v (want two positive integers)", r.WeightBlockSize)
 		}
 		s.Dynamic = append(s.Dynamic, r)
 	}
 	return nil
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
 }
 
 // validBits: the bit widths a GPTQ or AWQ checkpoint of s's format stores

@@ -35,20 +35,20 @@ func TestDynamicRules(t *testing.T) {
 	no, yes := false, true
 	for _, c := range []struct {
 		name string
-		want GPTQParams
+		want DynamicParams
 	}{
-		{"lm_head", GPTQParams{Bits: 4, GroupSize: 128, Symmetric: &yes, Skip: true, Rule: "-:.*lm_head"}},
+		{"lm_head", DynamicParams{Bits: 4, GroupSize: 128, Symmetric: &yes, Skip: true, Rule: "-:.*lm_head"}},
 		// two rules match: the first written wins
-		{"model.layers.1.mlp.down_proj", GPTQParams{Bits: 8, GroupSize: 64, Symmetric: &yes, Rule: `+:model\.layers\.1\..*down_proj`}},
-		{"model.layers.2.mlp.down_proj", GPTQParams{Bits: 3, GroupSize: 128, Symmetric: &yes, Rule: ".*down_proj"}},
+		{"model.layers.1.mlp.down_proj", DynamicParams{Bits: 8, GroupSize: 64, Symmetric: &yes, Rule: `+:model\.layers\.1\..*down_proj`}},
+		{"model.layers.2.mlp.down_proj", DynamicParams{Bits: 3, GroupSize: 128, Symmetric: &yes, Rule: ".*down_proj"}},
 		// layers.10: the second rule wants a dot right after the 1
-		{"model.layers.10.mlp.down_proj", GPTQParams{Bits: 3, GroupSize: 128, Symmetric: &yes, Rule: ".*down_proj"}},
-		{"model.layers.3.self_attn.q_proj", GPTQParams{Bits: 4, GroupSize: 128, Symmetric: &no, DescAct: true, Rule: `model\.layers\.(?!0\.).*q_proj`}},
+		{"model.layers.10.mlp.down_proj", DynamicParams{Bits: 3, GroupSize: 128, Symmetric: &yes, Rule: ".*down_proj"}},
+		{"model.layers.3.self_attn.q_proj", DynamicParams{Bits: 4, GroupSize: 128, Symmetric: &no, DescAct: true, Rule: `model\.layers\.(?!0\.).*q_proj`}},
 		// the lookahead keeps layer 0 out; nothing else matches
-		{"model.layers.0.self_attn.q_proj", GPTQParams{Bits: 4, GroupSize: 128, Symmetric: &yes}},
-		{"model.layers.0.mlp.up_proj", GPTQParams{Bits: 4, GroupSize: 128, Symmetric: &yes}},
+		{"model.layers.0.self_attn.q_proj", DynamicParams{Bits: 4, GroupSize: 128, Symmetric: &yes}},
+		{"model.layers.0.mlp.up_proj", DynamicParams{Bits: 4, GroupSize: 128, Symmetric: &yes}},
 	} {
-		got := s.GPTQFor(c.name)
+		got := s.DynamicFor(c.name)
 		if got.Bits != c.want.Bits || got.GroupSize != c.want.GroupSize || *got.Symmetric != *c.want.Symmetric ||
 			got.DescAct != c.want.DescAct || got.Skip != c.want.Skip || got.Rule != c.want.Rule {
 			t.Errorf("%s: %+v (sym %v), want %+v (sym %v)", c.name, got, *got.Symmetric, c.want, *c.want.Symmetric)
@@ -59,7 +59,7 @@ func TestDynamicRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := s2.GPTQFor("model.layers.0.mlp.gate_proj"); p.Rule != "" {
+	if p := s2.DynamicFor("model.layers.0.mlp.gate_proj"); p.Rule != "" {
 		t.Errorf("a pattern matched inside the name, not at its start: %+v", p)
 	}
 	// The same two down_proj rules the other way round: the file's order
@@ -68,7 +68,7 @@ func TestDynamicRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := s3.GPTQFor("model.layers.1.mlp.down_proj"); p.Bits != 3 {
+	if p := s3.DynamicFor("model.layers.1.mlp.down_proj"); p.Bits != 3 {
 		t.Errorf("the first rule written did not win: %+v", p)
 	}
 	// A pattern written twice is one rule, at its first place, with its
@@ -156,5 +156,84 @@ func TestDynamicRejects(t *testing.T) {
 	// gptq_p stores 2..8 bits: 6 is fine there.
 	if _, err := Detect([]byte(`{"quantization_config":{"quant_method":"gptq","bits":4,"checkpoint_format":"gptq_p","dynamic":{".*":{"bits":6}}}}`), nil); err != nil {
 		t.Errorf("gptq_p with a 6-bit rule: %v", err)
+	}
+}
+
+// GPT-QModel tries every "-" rule before the others, wherever the file
+// writes it; a "-" rule's overrides are not checked (they say nothing).
+func TestDynamicNegativeFirst(t *testing.T) {
+	s, err := Detect(gptqConfig(`{"+:.*": {"bits": 8}, "-:.*o_proj": {"bits": 5}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := s.DynamicFor("model.layers.0.self_attn.o_proj"); !p.Skip {
+		t.Errorf("o_proj: %+v, want left unquantized by the - rule written second", p)
+	}
+	if p := s.DynamicFor("model.layers.0.self_attn.q_proj"); p.Skip || p.Bits != 8 {
+		t.Errorf("q_proj: %+v, want 8 bits", p)
+	}
+}
+
+// Overrides that would pack a module otherwise than the base config are
+// refused, naming the field, rather than read as the base's packing.
+func TestDynamicPackingOverrides(t *testing.T) {
+	awq := func(dyn string) []byte {
+		return []byte(`{"quantization_config":{"quant_method":"awq","bits":4,"group_size":128,"version":"gemm","dynamic":` + dyn + `}}`)
+	}
+	for _, c := range []struct {
+		config []byte
+		msg    string
+	}{
+		{awq(`{".*down_proj": {"bits": 8}}`), "AWQ packs 4 bits only"},
+		{awq(`{".*down_proj": {"format": "gemv"}}`), `format "gemv" differs`},
+		{gptqConfig(`{".*down_proj": {"pack_dtype": "int16"}}`), `pack_dtype "int16" differs`},
+		{gptqConfig(`{".*down_proj": {"format": "gptq_v2"}}`), `format "gptq_v2" differs`},
+		{gptqConfig(`{".*down_proj": {"group_size": 0}}`), "group_size 0"},
+		{[]byte(`{"quantization_config":{"quant_method":"fp8","fmt":"e4m3","dynamic":{".*":{"weight_scale_semantics":"multiply"}}}}`), "weight_scale_semantics"},
+	} {
+		_, err := Detect(c.config, nil)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(ce.Msg, c.msg) || !strings.HasPrefix(ce.Field, "quantization_config.dynamic[") {
+			t.Errorf("%s: got %v, want a ConfigError at dynamic[…] saying %q", c.config, err, c.msg)
+		}
+	}
+	// the base's own packing, repeated, is fine
+	if _, err := Detect(awq(`{".*down_proj": {"format": "gemm", "bits": 4, "pack_dtype": "int32"}}`), nil); err != nil {
+		t.Errorf("an AWQ rule repeating the base's packing: %v", err)
+	}
+}
+
+// GPT-QModel's FP8 export may give a module its own weight_block_size: the
+// module's blocks are those, not the base's nor a guess from the scale's
+// shape (200×300 in 64×64 blocks has 4×5 scales, which a guess reads as
+// 50×60 blocks).
+func TestDynamicFP8Block(t *testing.T) {
+	w := weights(23, 200, 300)
+	mem := newMem(t, synth.FP8Block("model.layers.0.self_attn.q_proj", w, 64))
+	s, err := Detect([]byte(`{"quantization_config":{"quant_method":"fp8","fmt":"e4m3","weight_block_size":[128,128],
+		"dynamic":{"-:.*down_proj":{},".*q_proj":{"weight_block_size":[64,64]}}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Group(mem.infos(), s, nil)[0]
+	if len(m.Block) != 2 || m.Block[0] != 64 || m.Block[1] != 64 {
+		t.Fatalf("block %v, want the rule's [64 64]", m.Block)
+	}
+	got, err := Dequantize(m, mem, 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := Group(mem.infos(), &Scheme{Method: "fp8", Family: FamilyFP8, FP8Format: "e4m3", WeightBlockSize: []int{64, 64}}, nil)[0]
+	want, err := Dequantize(plain, mem, 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("value %d = %v, with the base saying 64×64 %v", i, got[i], want[i])
+		}
+	}
+	if q, known := s.Declared(&Module{Name: "model.layers.0.mlp.down_proj", Kind: "mlp", Format: "bf16", WeightShape: []uint64{8, 8}}); q || !known {
+		t.Errorf("down_proj under -:.*down_proj in an FP8 config declared (%v, %v)", q, known)
 	}
 }
