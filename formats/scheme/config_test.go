@@ -152,10 +152,18 @@ func FuzzDetect(f *testing.F) {
 	f.Add([]byte(`{"quantization_config":{"quant_method":"fp8","fmt":"e4m3","weight_block_size":[128,128]}}`), []byte(nil))
 	f.Add([]byte(nil), []byte(`{"producer":{"name":"modelopt"},"quantization":{"quant_algo":"MIXED_PRECISION","quantized_layers":{"a":{"quant_algo":"FP8"}}}}`))
 	f.Add([]byte(`{"quantization_config":{"quant_method":"gptq","bits":4,"group_size":128,"sym":true}}`), []byte(nil))
+	f.Add([]byte(`{"quantization_config":{"quant_method":"gptq","bits":4,"group_size":128,"dynamic":{"+:.*\.(?!0\.)down_proj":{"bits":8,"group_size":64},"-:lm_head":{},".*":{"sym":false}}}}`), []byte(nil))
 	f.Fuzz(func(t *testing.T, cfg, hfq []byte) {
+		if len(hfq) == 0 {
+			hfq = nil // the corpus files cannot spell nil: "" is no hf_quant_config.json
+		}
 		s, err := Detect(cfg, hfq)
 		if err == nil && (s == nil || s.Family == "") {
 			t.Fatal("nil scheme without error")
+		}
+		if err == nil { // the dynamic rules match any name without failing
+			s.DynamicFor("model.layers.1.mlp.down_proj")
+			s.DynamicFor("")
 		}
 		if err != nil && s != nil {
 			t.Fatal("scheme and error together")
