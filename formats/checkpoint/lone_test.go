@@ -12,6 +12,7 @@ import (
 	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/formats/scheme"
+	"github.com/quantscope/quantscope/synth"
 )
 
 // fp8File is one FP8 module with a weight_scale_inv of 2 under the given
@@ -78,6 +79,13 @@ func TestLoneFileMetadataScheme(t *testing.T) {
 		t.Fatalf("repo with config: %v %+v", err, c.Scheme)
 	}
 	c.Close()
+	// The same file named on its own: it says what it is, and that wins
+	// over the folder's config.
+	c, err = loadPath(t, filepath.Join(dir, "q.safetensors"))
+	if err != nil || c.Scheme.FP8Format != "e4m3" || !c.Scheme.InverseFP8Scales {
+		t.Fatalf("a described file in a folder with a config: %v %+v", err, c.Scheme)
+	}
+	c.Close()
 	// Metadata that says something wrong is an error naming the file and key.
 	for key, md := range map[string]map[string]string{
 		scheme.MetaScale:  {scheme.MetaFormat: "fp8_e4m3", scheme.MetaNaming: "gptqmodel", scheme.MetaScale: "sideways"},
@@ -89,5 +97,31 @@ func TestLoneFileMetadataScheme(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "q.safetensors") || !strings.Contains(err.Error(), key) {
 			t.Errorf("bad %s: %v", key, err)
 		}
+	}
+}
+
+// A shard named on its own is read with the config files beside it, as one
+// file of a hub repo is: the GPT-QModel demo's down_proj is INT8 (a dynamic
+// rule in config.json), which the file alone cannot say.
+func TestShardReadWithFolderConfig(t *testing.T) {
+	dir := t.TempDir()
+	r := synth.GPTQDynamic()
+	if err := r.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadPath(t, filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Scheme.Method != "gptq" || len(c.Scheme.Dynamic) != 2 {
+		t.Fatalf("scheme %+v, want the folder's GPTQ config with its dynamic rules", c.Scheme)
+	}
+	m, ok := c.Module("model.layers.0.mlp.down_proj")
+	if !ok || m.Format != "int8" || m.GroupSize != 64 {
+		t.Fatalf("down_proj: %+v", m)
+	}
+	if fs := c.Findings; len(fs) != 0 {
+		t.Errorf("findings: %+v", fs)
 	}
 }

@@ -104,7 +104,9 @@ func TestFindCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files, _ := c.List(context.Background()); len(files) != 1 || files[0].Size != 3 {
+	// one file of the snapshot, with the repo's config beside it (as one
+	// file of a hub repo is listed)
+	if files, _ := c.List(context.Background()); len(files) != 2 || files[0].Size != 3 || files[1].Path != "config.json" {
 		t.Fatalf("one file: %v", files)
 	}
 

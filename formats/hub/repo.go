@@ -45,6 +45,9 @@ func (c *Client) OpenRepoFile(ctx context.Context, id, rev, path string) *Repo {
 	return r
 }
 
+// OneFile says whether the repo was opened on one of its files.
+func (r *Repo) OneFile() bool { return r.only != "" }
+
 // Name is ORG/NAME@REV.
 func (r *Repo) Name() string {
 	if r.only != "" {

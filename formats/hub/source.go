@@ -155,25 +155,50 @@ func openFile(full string) (io.ReaderAt, int64, error) {
 	return f, info.Size(), nil
 }
 
-// SingleFile is one local .safetensors file seen as a repo holding only it.
+// SingleFile is one local .safetensors file seen as a repo holding only it,
+// and the config files beside it (a shard of a repo folder is read with the
+// repo's config.json and hf_quant_config.json, as one file of a hub repo is;
+// a file whose own __metadata__ says what it is keeps that: see
+// checkpoint's adoptFileMetadata).
 type SingleFile struct{ FilePath string }
 
 // Name is the file as given.
 func (s *SingleFile) Name() string { return s.FilePath }
 
-// List returns the one file.
+// OneFile is a source that is one file of a repo, listed with the repo's
+// config files (SingleFile; a Repo opened on one file).
+type OneFile interface {
+	OneFile() bool
+}
+
+// OneFile: always.
+func (s *SingleFile) OneFile() bool { return true }
+
+// siblingConfigs are the files of a repo folder read with one of its shards.
+var siblingConfigs = []string{"config.json", "hf_quant_config.json"}
+
+// List returns the one file and the config files beside it.
 func (s *SingleFile) List(ctx context.Context) ([]File, error) {
 	info, err := os.Stat(s.FilePath)
 	if err != nil {
 		return nil, err
 	}
-	return []File{{Path: filepath.Base(s.FilePath), Size: info.Size()}}, nil
+	files := []File{{Path: filepath.Base(s.FilePath), Size: info.Size()}}
+	for _, name := range siblingConfigs {
+		if fi, err := os.Stat(filepath.Join(filepath.Dir(s.FilePath), name)); err == nil && fi.Mode().IsRegular() && name != files[0].Path {
+			files = append(files, File{Path: name, Size: fi.Size()})
+		}
+	}
+	return files, nil
 }
 
-// ReadFile finds no config files beside a single file.
+// ReadFile reads the file or a config file beside it.
 func (s *SingleFile) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
 	if p == filepath.Base(s.FilePath) {
 		return readLimited(s.FilePath, limit)
+	}
+	if slices.Contains(siblingConfigs, p) {
+		return readLimited(filepath.Join(filepath.Dir(s.FilePath), p), limit)
 	}
 	return nil, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
 }
