@@ -72,6 +72,9 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 	if err != nil {
 		return nil, notRepoError{err}
 	}
+	if sf.endpoint != "" && spec.Kind == hub.KindRepo && spec.Host() != (hub.Spec{Endpoint: sf.endpoint}).Host() {
+		fmt.Fprintf(noteOut, "note: %s names %s itself; --endpoint %s applies to ORG/NAME sources (give %s to read it there)\n", source, spec.Host(), sf.endpoint, spec.Repo)
+	}
 	rev := spec.Rev
 	if sf.revision != "" {
 		rev = sf.revision

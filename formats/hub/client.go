@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -258,6 +259,9 @@ func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta,
 		c.requests.Add(1)
 		resp, err := c.fetcher.Fetch(ctx, req)
 		if err != nil {
+			if ue, ok := err.(*url.Error); ok {
+				err = ue.Err // its text repeats the URL (unredacted)
+			}
 			return nil, m, fmt.Errorf("GET %s: %w", redact(u), err)
 		}
 		if resp.Redirected {
@@ -381,6 +385,12 @@ func (c *Client) statusError(u string, resp *Response) *HTTPError {
 	resp.Body.Close()
 	e := &HTTPError{URL: redact(u), Status: resp.Status}
 	msg := strings.Join(strings.Fields(string(body)), " ")
+	var j struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &j) == nil && strings.TrimSpace(j.Error) != "" {
+		msg = strings.Join(strings.Fields(j.Error), " ") // the hub's {"error": "..."}: its words, not its JSON
+	}
 	if len(msg) > 200 {
 		msg = msg[:200] + "…"
 	}

@@ -561,3 +561,31 @@ func (p *pattern) Read(b []byte) (int, error) {
 }
 
 func patternByte(i int64) byte { return byte(i*131 + i>>11) }
+
+// A hub's JSON error body is shown as its words; a transport error names
+// the URL once, redacted (Go's own text repeats it whole).
+func TestErrorTexts(t *testing.T) {
+	c, err := NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.statusError("https://huggingface.co/api/models/a/b", &Response{Status: 404, Header: map[string]string{}, Body: io.NopCloser(strings.NewReader(`{"error":"Repository not found"}`))})
+	if !strings.HasSuffix(e.Error(), "not found: Repository not found") {
+		t.Errorf("404 with a JSON body: %q", e.Error())
+	}
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close() // nothing listens there now
+	c2, err := NewClient(WithRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c2.OpenURL(context.Background(), addr+"/m.safetensors?X-Amz-Signature=secret").Open(context.Background(), "m.safetensors")
+	if err == nil {
+		ra, _, _ := c2.OpenURL(context.Background(), addr+"/m.safetensors?X-Amz-Signature=secret").Open(context.Background(), "m.safetensors")
+		_, err = ra.ReadAt(make([]byte, 8), 0)
+	}
+	if err == nil || strings.Count(err.Error(), addr) != 1 || strings.Contains(err.Error(), "secret") {
+		t.Errorf("a refused connection: %v", err)
+	}
+}

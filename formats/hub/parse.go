@@ -72,7 +72,7 @@ func ParseSource(s, endpoint string) (Spec, error) {
 	}
 	if !onHub {
 		if !strings.HasSuffix(u.Path, ".safetensors") {
-			return Spec{}, fmt.Errorf("%s: a URL off the hub must name one .safetensors file", s)
+			return Spec{}, fmt.Errorf("%s: a URL off the hub must name one .safetensors file (if %s is a hub, give --endpoint %s://%s, or the repo's /tree/main URL)", s, u.Host, u.Scheme, u.Host)
 		}
 		return Spec{Kind: KindURL, URL: s}, nil
 	}
