@@ -86,12 +86,21 @@ func printFit(w io.Writer, r *fit.Report) error {
 	}
 	fmt.Fprintf(&b, "; %d tokens × %d = %s; %s a GPU at tp %d\n", r.Context, r.Batch, gb(r.KVBytes), gb(r.PerGPUKVBytes), r.TP)
 	need := r.GPUs[0].NeedBytes // the same for every GPU: what one of the TP group holds
-	fmt.Fprintf(&b, "  need      %s a GPU at tp %d, context %d, batch %d\n\n", gb(need), r.TP, r.Context, r.Batch)
+	fmt.Fprintf(&b, "  need      %s a GPU at tp %d, context %d, batch %d\n", gb(need), r.TP, r.Context, r.Batch)
+	if r.TPRefused != "" {
+		fmt.Fprintf(&b, "  tp %d cannot run this model: %s (the GPUs column counts the degrees that can)\n", r.TP, r.TPRefused)
+	}
+	if r.MaxPosition > 0 && r.Context > r.MaxPosition {
+		fmt.Fprintf(&b, "  context %d is past max_position_embeddings %d: memory aside, the model does not reach it\n", r.Context, r.MaxPosition)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "  %-10s %9s %10s %11s %10s %12s\n", "gpu", "memory", "usable", fmt.Sprintf("fits tp %d", r.TP), "GPUs", "max context")
 	for _, v := range r.GPUs {
 		fits, count := "no", "> 8"
 		if v.Fits {
 			fits = "yes"
+		} else if r.TPRefused != "" {
+			fits = "no (tp)"
 		}
 		if v.Count > 0 {
 			count = fmt.Sprint(v.Count)

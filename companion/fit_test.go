@@ -88,7 +88,7 @@ func TestFitBadInput(t *testing.T) {
 		{[]string{"fit", "--gpu", "A100", gqa}, `--gpu "A100": not in the catalog`},
 		{[]string{"fit", "--gpu", "X:0", gqa}, `--gpu "X:0"`},
 		{[]string{"fit", "--reserve", "lots", gqa}, `--reserve "lots"`},
-		{[]string{"fit", "--w4a", "fp8", gqa}, "no GPTQ INT4 module"},
+		{[]string{"fit", "--w4a", "fp8", gqa}, "no module W4A can run"},
 		{[]string{"fit", "--mtp", gqa}, "--mtp: rule fit-mtp"},
 		{[]string{"fit"}, "fit wants SOURCE"},
 	} {

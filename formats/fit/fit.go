@@ -33,6 +33,10 @@ type Module struct {
 	WeightParams uint64 // logical weight elements (bias excluded)
 	Layout       string // scheme.Layout*
 	Bits         int
+	// W4A: GPT-QModel's W4A path can run the module (GPTQ INT4, group
+	// 128, not declared asymmetric, no desc_act: the checks the forward
+	// makes, model's w4aModule).
+	W4A bool
 }
 
 // Repo is a checkpoint as the estimate reads it.
@@ -54,7 +58,12 @@ func FromCheckpoint(c *checkpoint.Checkpoint) Repo {
 				p *= d
 			}
 		}
-		r.Modules = append(r.Modules, Module{Name: m.Name, Bytes: m.Bytes, WeightParams: p, Layout: m.Layout, Bits: m.Bits})
+		w4a := (m.Layout == scheme.LayoutGPTQ || m.Layout == scheme.LayoutGPTQv2) && m.Bits == 4 && m.GroupSize == 128
+		if w4a && c.Scheme != nil {
+			d := c.Scheme.DynamicFor(m.Name)
+			w4a = !(d.Symmetric != nil && !*d.Symmetric) && !d.DescAct
+		}
+		r.Modules = append(r.Modules, Module{Name: m.Name, Bytes: m.Bytes, WeightParams: p, Layout: m.Layout, Bits: m.Bits, W4A: w4a})
 	}
 	return r
 }
@@ -138,6 +147,10 @@ type Report struct {
 	ReserveFraction float64 `json:"reserve_fraction"`
 	ReserveBytes    uint64  `json:"reserve_bytes"` // a fixed reserve a GPU (instead of the fraction)
 
+	// TPRefused says why the asked TP degree cannot run the model at all
+	// (it does not divide the attention heads); "" when it can.
+	TPRefused string `json:"tp_refused,omitempty"`
+
 	Assumptions []string  `json:"assumptions"`
 	GPUs        []Verdict `json:"gpus"`
 }
@@ -184,7 +197,7 @@ func Prepare(r Repo) (*Plan, error) {
 	for _, mod := range r.Modules {
 		p := anatomy.Locate(mod.Name, m.NumHiddenLayers)
 		pm := placed{bytes: mod.Bytes, params: mod.WeightParams, split: p.Split, slot: p.Slot, extra: p.Extra,
-			w4a: (mod.Layout == scheme.LayoutGPTQ || mod.Layout == scheme.LayoutGPTQv2) && mod.Bits == 4}
+			w4a: mod.W4A}
 		if i, ok := index[pm]; ok {
 			pl.mods[i].n++
 		} else {
@@ -444,7 +457,7 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 	// Runtime extras.
 	if o.W4A != "" {
 		if w4aParams == 0 {
-			return nil, fmt.Errorf("%s: --w4a %s: rule fit-w4a: no GPTQ INT4 module to stage (W4A runs GPT-QModel's GPTQ INT4 weights)", r.Source, o.W4A)
+			return nil, fmt.Errorf("%s: --w4a %s: rule fit-w4a: no module W4A can run (it runs GPT-QModel's GPTQ INT4 weights, group 128, symmetric, desc_act false)", r.Source, o.W4A)
 		}
 		if o.W4A == "fp8" {
 			e.staged = func(p uint64) uint64 { return p }
@@ -473,6 +486,9 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 	rep.PerGPUStagedBytes = e.stagedPerGPU(o.TP)
 	rep.PerGPUKVBytes = e.kv.bytes(o.TP, rep.Context, rep.Batch)
 	notes = append(notes, tpNotes(e, o.TP)...)
+	if !e.divisible(o.TP) {
+		rep.TPRefused = fmt.Sprintf("it does not divide %s, which vLLM refuses", e.headsText())
+	}
 	notes = append(notes, "GPU memory as vendors state it, in decimal GB (10^9 bytes)")
 
 	gpus := o.GPUs
@@ -524,13 +540,18 @@ func tpNotes(e *estimator, n int) []string {
 		}
 	}
 	if len(bad) > 0 {
-		heads := fmt.Sprintf("the %d attention heads", e.heads)
-		if k := e.kv.kvHeads; k > 0 && k != e.heads {
-			heads += fmt.Sprintf(" and %d KV heads", k)
-		}
-		out = append(out, fmt.Sprintf("tp %s: does not divide %s, which vLLM refuses, so it never fits and a count never uses it", strings.Join(bad, ", "), heads))
+		out = append(out, fmt.Sprintf("tp %s: does not divide %s, which vLLM refuses, so it never fits and a count never uses it", strings.Join(bad, ", "), e.headsText()))
 	}
 	return out
+}
+
+// headsText names the head counts a TP degree must divide.
+func (e *estimator) headsText() string {
+	heads := fmt.Sprintf("the %d attention heads", e.heads)
+	if k := e.kv.kvHeads; k > 0 && k != e.heads {
+		heads += fmt.Sprintf(" and %d KV heads", k)
+	}
+	return heads
 }
 
 // HumanGB writes bytes as decimal GB (MB below 0.1 GB).

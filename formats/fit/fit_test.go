@@ -263,11 +263,19 @@ func TestFP8KV(t *testing.T) {
 	eq(t, "tp16 max_context", rep.GPUs[0].MaxContext, 0)
 	eq(t, "count", rep.GPUs[0].Count, 1)
 	hasNote(t, rep, "tp 16: does not divide the 8 attention heads and 4 KV heads")
+	eq(t, "tp_refused tp16", rep.TPRefused, "it does not divide the 8 attention heads and 4 KV heads, which vLLM refuses")
+	eq(t, "tp_refused tp1", estimate(t, r, Options{}).TPRefused, "")
 }
 
-// TestW4A: GPT-QModel's staged operands of GPTQ INT4 weights, only when asked.
+// TestW4A: GPT-QModel's staged operands of GPTQ INT4 weights, only when asked,
+// and only of the modules W4A can run (as the forward checks them).
 func TestW4A(t *testing.T) {
-	r := load(t, synth.GPTQInt4()) // tinyLlama: hidden 256, inter 768, 2 layers, 4 heads, 2 KV heads; lm_head BF16
+	spec := synth.SmallLlama() // hidden 256, inter 768, 2 layers, 4 heads, 2 KV heads; lm_head BF16
+	sym, err := synth.LlamaRepo(spec, synth.LlamaWeights(spec), "gptq") // symmetric INT4, group 128
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := load(t, sym)
 	const hidden, inter, layers = 256, 768, 2
 	hd := hidden / 4
 	params := layers * (hidden*4*hd + 2*hidden*2*hd + 4*hd*hidden + 3*hidden*inter) // q, k, v, o, gate, up, down
@@ -282,7 +290,15 @@ func TestW4A(t *testing.T) {
 	eq(t, "staged nvfp4", rep.StagedBytes, uint64(params+params+params/8)) // 2 E2M1 planes, their block-16 E4M3 scales, the E4M3 copy
 	eq(t, "need includes staged", rep.GPUs[0].NeedBytes, rep.WeightsBytes+rep.StagedBytes+rep.KVBytes)
 
-	if _, err := Estimate(load(t, synth.FitLlamaGQA()), Options{W4A: "fp8"}); err == nil || !strings.Contains(err.Error(), "no GPTQ INT4 module") {
+	if _, err := Estimate(load(t, synth.FitLlamaGQA()), Options{W4A: "fp8"}); err == nil || !strings.Contains(err.Error(), "no module W4A can run") {
 		t.Errorf("--w4a on a BF16 repo: %v", err)
+	}
+	// sym false: the forward refuses W4A, so nothing is staged either
+	if _, err := Estimate(load(t, synth.GPTQInt4()), Options{W4A: "fp8"}); err == nil || !strings.Contains(err.Error(), "no module W4A can run") {
+		t.Errorf("--w4a on an asymmetric GPTQ repo: %v", err)
+	}
+	// the dynamic demo: its INT4 modules are asymmetric too, its down_proj INT8
+	if _, err := Estimate(load(t, synth.GPTQDynamic()), Options{W4A: "nvfp4"}); err == nil || !strings.Contains(err.Error(), "no module W4A can run") {
+		t.Errorf("--w4a on the dynamic demo: %v", err)
 	}
 }
