@@ -270,7 +270,7 @@ func TestFP8KV(t *testing.T) {
 // TestW4A: GPT-QModel's staged operands of GPTQ INT4 weights, only when asked,
 // and only of the modules W4A can run (as the forward checks them).
 func TestW4A(t *testing.T) {
-	spec := synth.SmallLlama() // hidden 256, inter 768, 2 layers, 4 heads, 2 KV heads; lm_head BF16
+	spec := synth.SmallLlama()                                          // hidden 256, inter 768, 2 layers, 4 heads, 2 KV heads; lm_head BF16
 	sym, err := synth.LlamaRepo(spec, synth.LlamaWeights(spec), "gptq") // symmetric INT4, group 128
 	if err != nil {
 		t.Fatal(err)
