@@ -53,6 +53,9 @@ func TestUsageErrorsShowTheCommand(t *testing.T) {
 		{[]string{"forward", "--top", "3", "org/name"}, "error: forward: flag provided but not defined: -top\n", "usage: quantscope forward [flags] SOURCE\n", "-tokens"},
 		{[]string{"inspect"}, "error: inspect wants SOURCE, got 0 argument(s)\n", "usage: quantscope inspect [flags] SOURCE\n", "-json"},
 		{[]string{"frobnicate"}, "error: unknown command \"frobnicate\"\n", "quantscope: what is really inside a quantized checkpoint\n", "quantscope inspect"},
+		// a bad value: its line and where the command's flags are, no more
+		{[]string{"stats", "--bins", "0", "org/name", "m"}, "error: stats: --bins 0 outside 1..4096\n", "(quantscope stats --help lists its flags)\n", "stats --help"},
+		{[]string{"fit", "--tp", "0", "org/name"}, "error: fit: --tp 0: want 1 or more GPUs a replica\n", "(quantscope fit --help lists its flags)\n", "fit --help"},
 	} {
 		out, stderr, code := runMain(t, c.args...)
 		if code != 1 || out != "" || !strings.HasPrefix(stderr, c.err+c.usage) || !strings.Contains(stderr, c.flag) {

@@ -45,8 +45,12 @@ func cmdFit(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	o.GPUs = gpus
-	if o.TP == 0 || o.Batch == 0 { // Check reads 0 as the default
-		return fmt.Errorf("--tp %d --batch %d: want 1 or more of each", o.TP, o.Batch)
+	// Check reads 0 as the default: here 0 is what the user typed
+	if o.TP == 0 {
+		return &usageError{msg: "fit: --tp 0: want 1 or more GPUs a replica"}
+	}
+	if o.Batch == 0 {
+		return &usageError{msg: "fit: --batch 0: want 1 or more sequences"}
 	}
 	if err := o.Check(); err != nil { // before any download
 		return err

@@ -105,6 +105,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return &usageError{msg: "no command given"}
 	}
 	cmd, rest := args[0], args[1:]
+	defer func() {
+		// A bad value of a known command: one line pointing at its help, not
+		// the whole program's usage (that is for a missing or unknown command).
+		var ue *usageError
+		if errors.As(err, &ue) && ue.help == "" && !strings.HasPrefix(ue.msg, "unknown command") {
+			ue.help = fmt.Sprintf("(quantscope %s --help lists its flags)\n", cmd)
+		}
+	}()
 	switch cmd {
 	case "inspect":
 		return cmdInspect(ctx, rest, stdout)
