@@ -142,6 +142,7 @@ func TestCLIErrorWording(t *testing.T) {
 		want string
 	}{
 		{[]string{"decode", "--rows", "5:2", src, "model.layers.0.mlp.up_proj"}, `--rows "5:2": reversed`},
+		{[]string{"decode", "--rows", "3:3", src, "model.layers.0.mlp.up_proj"}, `--rows "3:3": no rows (A:B is rows A to B-1: 3:4?)`},
 		{[]string{"inspect", missing}, "no such file or directory: " + missing},
 		{[]string{"inspect", "./no-such-dir"}, "no such file or directory: ./no-such-dir"},
 		{[]string{"inspect", "no-such.safetensors"}, "no such file or directory: no-such.safetensors"},

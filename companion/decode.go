@@ -150,6 +150,9 @@ func parseRows(spec string, rows int) (int, int, error) {
 	if lo < 0 || hi > rows {
 		return 0, 0, fmt.Errorf("--rows %q: outside 0:%d", spec, rows)
 	}
+	if lo == hi && rows > 0 {
+		return 0, 0, fmt.Errorf("--rows %q: no rows (A:B is rows A to B-1: %d:%d?)", spec, lo, lo+1)
+	}
 	return lo, hi, nil
 }
 
