@@ -232,3 +232,14 @@ func TestSchemeExclusionSummary(t *testing.T) {
 		t.Errorf("--json scheme: %d entries, summary %+v", len(doc.Scheme.ExcludeModules), doc.Scheme.ExcludeSummary)
 	}
 }
+
+// quantize --out into a folder that does not exist fails at once, naming
+// the path the user gave (not the temporary file it writes first).
+func TestQuantizeOutFolderMissing(t *testing.T) {
+	src := filepath.Join(demo(t), synth.Org, "Llama-tiny-GPTQ-Int4")
+	out := filepath.Join(t.TempDir(), "nope", "q.safetensors")
+	_, stderr, code := runMain(t, "quantize", "--format", "nvfp4", "--out", out, src, "model.layers.0.mlp.up_proj")
+	if code != 1 || !strings.Contains(stderr, "--out "+out+": its folder") || strings.Contains(stderr, ".partial") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}

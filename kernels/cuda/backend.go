@@ -58,8 +58,12 @@ type Backend struct {
 	*cpu.Backend
 	Path   string
 	Device int
-	// Log receives one line each time work falls back to the CPU, and why.
+	// Log receives one line when work falls back to the CPU, and why (not
+	// again while the reason stays the same).
 	Log func(msg string)
+
+	logMu   sync.Mutex
+	lastLog string
 
 	mu     sync.Mutex
 	w      *Worker
@@ -103,8 +107,16 @@ func OpenAll(path string, log func(string)) *Backend {
 func (b *Backend) devices() []*Backend { return append([]*Backend{b}, b.others...) }
 
 func (b *Backend) logf(f string, a ...any) {
-	if b.Log != nil {
-		b.Log(fmt.Sprintf(f, a...))
+	if b.Log == nil {
+		return
+	}
+	msg := fmt.Sprintf(f, a...)
+	b.logMu.Lock()
+	same := msg == b.lastLog
+	b.lastLog = msg
+	b.logMu.Unlock()
+	if !same { // the same fallback again says nothing new
+		b.Log(msg)
 	}
 }
 
