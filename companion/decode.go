@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/quantscope/quantscope/companion/ops"
 	"io"
 	"os"
 	"strconv"
@@ -71,7 +72,13 @@ type decoded struct {
 func decodeName(c *checkpoint.Checkpoint, name, rowSpec string) (*decoded, error) {
 	m, ok := c.Module(name)
 	if !ok {
-		return nil, fmt.Errorf("%s: no module or tensor named %q", c.Source.Name(), name)
+		// NAME.weight of a module stored as qweight, weight_packed, blocks…:
+		// the module's weight, as stats and quantize read it
+		var err error
+		if m, err = ops.FindModule(c, name); err != nil {
+			return nil, err
+		}
+		name = m.Name
 	}
 	if m.Name == name || m.Primary() == name {
 		rows, cols := m.Matrix2D()

@@ -132,10 +132,11 @@ func (p *QuantizeParams) block() ([2]int, error) {
 // kernel (its own done/total, mapped onto the other four fifths).
 func moduleWeight(ctx context.Context, env Env, module string) (*scheme.Module, kernels.Matrix, kernels.Progress, error) {
 	c := env.Checkpoint
-	m, ok := c.Module(module)
-	if !ok || m.Name != module {
-		return nil, kernels.Matrix{}, nil, fmt.Errorf("%s: no module named %q", c.Source.Name(), module)
+	m, err := FindModule(c, module)
+	if err != nil {
+		return nil, kernels.Matrix{}, nil, err
 	}
+	module = m.Name
 	if len(m.WeightShape) != 2 {
 		return nil, kernels.Matrix{}, nil, fmt.Errorf("module %q: rule quantize-shape: weight shape %v is not a 2-D [out, in] matrix", module, m.WeightShape)
 	}
@@ -202,6 +203,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 	if err != nil {
 		return nil, err
 	}
+	module = m.Name // the name given may be its weight tensor's
 	md := map[string]string{
 		scheme.MetaFormat: p.Format,
 		scheme.MetaNaming: p.Naming,

@@ -44,10 +44,11 @@ func reportOp(ctx context.Context, env Env, module string, raw json.RawMessage) 
 	if p.Format != "" && p.Format != "nvfp4" {
 		return nil, fmt.Errorf("report: rule report-format: the recipe report compares NVFP4 block-scale recipes; format %q has none", p.Format)
 	}
-	_, w, progress, err := moduleWeight(ctx, env, module)
+	m, w, progress, err := moduleWeight(ctx, env, module)
 	if err != nil {
 		return nil, err
 	}
+	module = m.Name // the name given may be its weight tensor's
 	opt := kernels.ReportOptions{Recipes: p.Recipes}
 	if p.Data != "" {
 		path, err := env.Reads.Path("report", "data", p.Data)

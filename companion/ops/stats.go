@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/quantscope/quantscope/formats/checkpoint"
-	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/kernels"
 )
 
@@ -88,15 +86,6 @@ func statsOp(ctx context.Context, env Env, module string, params json.RawMessage
 	}}, nil
 }
 
-// FindModule looks a module up by its name (as `inspect --json` lists it) or
-// the name of one of its tensors, with an error naming the source and it.
-func FindModule(c *checkpoint.Checkpoint, name string) (*scheme.Module, error) {
-	m, ok := c.Module(name)
-	if !ok {
-		return nil, fmt.Errorf("%s: no module or tensor named %q", c.Source.Name(), name)
-	}
-	return m, nil
-}
 
 // ModuleStats streams one module of env.Checkpoint through env.Backend's
 // Stats.
