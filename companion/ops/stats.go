@@ -86,7 +86,6 @@ func statsOp(ctx context.Context, env Env, module string, params json.RawMessage
 	}}, nil
 }
 
-
 // ModuleStats streams one module of env.Checkpoint through env.Backend's
 // Stats.
 func ModuleStats(ctx context.Context, env Env, module string, p StatsParams) (*StatsDoc, error) {
