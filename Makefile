@@ -9,7 +9,7 @@ FUZZTIME ?= 60s
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./companion
+	$(GO) build -buildvcs=auto -o $(BIN) ./companion
 
 # The main job on the embedded demo, offline: generate the demo repos (once,
 # into the user's cache) and serve them from the local hub.
