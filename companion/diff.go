@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -128,13 +129,21 @@ func diffText(d *compare.Diff) string {
 		tag  string
 		side compare.Side
 	}{{"A", d.A}, {"B", d.B}} {
-		fmt.Fprintf(&b, "%s  %s\n   %.2f %s, %s parameters, %.2f bits per weight (%.2f without extra layers)\n", s.tag, s.side.Source,
-			float64(s.side.Bytes)/div, unit, humanCount(s.side.Parameters), s.side.BitsPerWeight, s.side.BitsPerWeightWithoutExtra)
+		fmt.Fprintf(&b, "%s  %s\n   %.2f %s, %s parameters, %.2f bits per weight", s.tag, s.side.Source,
+			float64(s.side.Bytes)/div, unit, humanCount(s.side.Parameters), s.side.BitsPerWeight)
+		if s.side.Bytes != s.side.BytesWithoutExtra { // only a repo with layers past num_hidden_layers
+			fmt.Fprintf(&b, " (%.2f without extra layers)", s.side.BitsPerWeightWithoutExtra)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "\n  %-15s %10s %9s %5s %9s %5s %9s %7s\n", "kind", "parameters", "A "+unit, "bits", "B "+unit, "bits", "change", "×")
 	row := func(name string, params, ab, bb, ap, bp uint64) {
+		change := (float64(bb) - float64(ab)) / div
+		if math.Abs(change) < 0.005 {
+			change = 0 // no "-0.00"
+		}
 		fmt.Fprintf(&b, "  %-15s %10s %9.2f %5s %9.2f %5s %+9.2f %7s\n", name, humanCount(params), float64(ab)/div, bitsText(ab, ap),
-			float64(bb)/div, bitsText(bb, bp), (float64(bb)-float64(ab))/div, ratio(ab, bb))
+			float64(bb)/div, bitsText(bb, bp), change, ratio(ab, bb))
 	}
 	for _, k := range d.Kinds {
 		row(k.Kind, max(k.AParameters, k.BParameters), k.ABytes, k.BBytes, k.AParameters, k.BParameters)
