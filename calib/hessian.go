@@ -3,6 +3,7 @@ package calib
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -77,11 +78,24 @@ func F32Bytes(x kernels.Matrix) []byte {
 
 // DumpInputs writes Inputs to path as little-endian float32 [tokens, in]:
 // the --data file of `quantize --recipe local_hessian`, which writes the
-// quantized module.
+// quantized module. Beside it, path + ".json" says whose inputs they are
+// (InputsMeta), so that they are not used for another module whose input
+// width happens to divide them.
 func DumpInputs(ctx context.Context, m *model.Model, d *Data, o Options, module, path string) (tokens, in int, err error) {
 	x, err := Inputs(ctx, m, d, o, module)
 	if err != nil {
 		return 0, 0, err
 	}
-	return x.Rows, x.Cols, os.WriteFile(path, F32Bytes(x), 0o644)
+	meta, _ := json.Marshal(InputsMeta{Module: module, Tokens: x.Rows, In: x.Cols})
+	if err := os.WriteFile(path, F32Bytes(x), 0o644); err != nil {
+		return 0, 0, err
+	}
+	return x.Rows, x.Cols, os.WriteFile(path+".json", append(meta, '\n'), 0o644)
+}
+
+// InputsMeta is what DumpInputs writes beside an activations file.
+type InputsMeta struct {
+	Module string `json:"module"`
+	Tokens int    `json:"tokens"`
+	In     int    `json:"in"`
 }

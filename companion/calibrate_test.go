@@ -107,4 +107,13 @@ func TestCalibrateCLI(t *testing.T) {
 	if _, _, err := runArgs("quantize", "--format", "nvfp4", "--recipe", "local_hessian", "--data", acts, "--out", q, gptq, "model.layers.0.mlp.down_proj"); err != nil {
 		t.Fatal(err)
 	}
+	// ... for that module only: up_proj's 256-wide inputs divide the 5×768
+	// floats too, but these are down_proj's (the note beside them says so)
+	_, _, err = runArgs("quantize", "--format", "nvfp4", "--recipe", "local_hessian", "--data", acts, "--out", q, gptq, "model.layers.0.mlp.up_proj")
+	if err == nil || !strings.Contains(err.Error(), `rule local-hessian-data: the inputs of module "model.layers.0.mlp.down_proj"`) {
+		t.Fatalf("down_proj's inputs for up_proj: %v", err)
+	}
+	if _, _, err := runArgs("report", "--data", acts, gptq, "model.layers.1.self_attn.q_proj"); err == nil || !strings.Contains(err.Error(), "the inputs of module") {
+		t.Fatalf("report with another module's inputs: %v", err)
+	}
 }

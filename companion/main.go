@@ -56,7 +56,8 @@ usage:
   quantscope quantize --format nvfp4|fp8_e4m3|fp8_e5m2 [--recipe max|mse|four_six|least_squares|local_hessian]
                       [--scale tensor|row|block] [--block R,C] [--naming modelopt|compressed-tensors|gptqmodel]
                       [--data FILE] --out FILE SOURCE MODULE
-        FILE of --data: raw little-endian float32 [tokens, in] activations (local_hessian)
+        FILE of --data: raw little-endian float32 [tokens, in] activations (local_hessian);
+        calibrate's FILE.json beside it names their module, and another module refuses them
   quantscope report  [--json] [--format nvfp4] [--data FILE] SOURCE MODULE
   quantscope version            the module version and VCS revision (also --version)
   quantscope CMD --help         CMD's flags

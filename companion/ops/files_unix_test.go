@@ -49,7 +49,7 @@ func TestJobFilesRefused(t *testing.T) {
 	}
 	for _, p := range []string{"/dev/zero", fifo} {
 		done := make(chan error, 1)
-		go func() { _, err := ReadActivations(p, 16); done <- err }()
+		go func() { _, err := ReadActivations(p, "", 16); done <- err }()
 		select {
 		case err := <-done:
 			if err == nil || !strings.Contains(err.Error(), "not a regular file") {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/quantscope/quantscope/calib"
 	"math"
 	"os"
 	"path/filepath"
@@ -165,14 +166,31 @@ func moduleWeight(ctx context.Context, env Env, module string) (*scheme.Module, 
 // 18,432-wide input are 151 MB).
 const maxActivationsFile = 1 << 30
 
-// ReadActivations reads a little-endian float32 file of [tokens, in] values.
-func ReadActivations(path string, in int) (*kernels.Matrix, error) {
+// ReadActivations reads a little-endian float32 file of [tokens, in] values
+// for module. When calibrate's note beside it (FILE.json, calib.InputsMeta)
+// names another module, or another width, the file is refused: inputs of
+// one projection are no calibration of another, even when its width
+// divides their size.
+func ReadActivations(path, module string, in int) (*kernels.Matrix, error) {
 	if in <= 0 {
 		return nil, fmt.Errorf("%s: rule local-hessian-data: the weight has %d input columns, so no activations fit it", path, in)
 	}
 	b, err := userfile.Read(path, maxActivationsFile)
 	if err != nil {
 		return nil, fmt.Errorf("--data: %w", err)
+	}
+	if mb, err := userfile.Read(path+".json", 1<<16); err == nil {
+		var meta calib.InputsMeta
+		if err := json.Unmarshal(mb, &meta); err != nil {
+			return nil, fmt.Errorf("%s.json: rule local-hessian-data: not calibrate's note of the activations: %v", path, err)
+		}
+		if meta.Module != "" && module != "" && meta.Module != module {
+			return nil, fmt.Errorf("%s: rule local-hessian-data: the inputs of module %q (%s.json), not of %q: calibrate --module %s --out FILE writes %s's",
+				path, meta.Module, path, module, module, module)
+		}
+		if meta.In != 0 && meta.In != in {
+			return nil, fmt.Errorf("%s: rule local-hessian-data: %d-wide inputs (%s.json); the weight takes %d", path, meta.In, path, in)
+		}
 	}
 	if len(b)%4 != 0 || len(b) == 0 || (len(b)/4)%in != 0 {
 		return nil, fmt.Errorf("%s: rule local-hessian-data: %d bytes are not little-endian float32 [tokens, %d] activations", path, len(b), in)
@@ -219,7 +237,7 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 			if err != nil {
 				return nil, err
 			}
-			if opt.Activations, err = ReadActivations(path, w.Cols); err != nil {
+			if opt.Activations, err = ReadActivations(path, m.Name, w.Cols); err != nil {
 				return nil, err
 			}
 		}

@@ -390,7 +390,7 @@ func TestQuantizeOutName(t *testing.T) {
 func TestActivationsOfEmptyWeight(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "act.bin")
 	os.WriteFile(p, make([]byte, 64), 0o644)
-	if _, err := ReadActivations(p, 0); err == nil || !strings.Contains(err.Error(), "rule local-hessian-data") {
+	if _, err := ReadActivations(p, "", 0); err == nil || !strings.Contains(err.Error(), "rule local-hessian-data") {
 		t.Errorf("activations for a 0-column weight: %v", err)
 	}
 }

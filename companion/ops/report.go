@@ -55,7 +55,7 @@ func reportOp(ctx context.Context, env Env, module string, raw json.RawMessage) 
 		if err != nil {
 			return nil, err
 		}
-		if opt.Activations, err = ReadActivations(path, w.Cols); err != nil {
+		if opt.Activations, err = ReadActivations(path, m.Name, w.Cols); err != nil {
 			return nil, err
 		}
 	}
