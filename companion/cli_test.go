@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/synth"
 )
 
@@ -241,5 +244,30 @@ func TestQuantizeOutFolderMissing(t *testing.T) {
 	_, stderr, code := runMain(t, "quantize", "--format", "nvfp4", "--out", out, src, "model.layers.0.mlp.up_proj")
 	if code != 1 || !strings.Contains(stderr, "--out "+out+": its folder") || strings.Contains(stderr, ".partial") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// ORG/NAME that is also a folder here is read from the folder, and with an
+// explicit --endpoint the command says so and how to reach the hub's.
+func TestLocalFolderShadowsEndpoint(t *testing.T) {
+	dir := demo(t)
+	t.Chdir(dir)
+	var notes bytes.Buffer
+	old := noteOut
+	noteOut = &notes
+	defer func() { noteOut = old }()
+	src, err := resolveSource(context.Background(), synth.Org+"/Llama-tiny-GPTQ-Int4", sourceFlags{endpoint: "http://127.0.0.1:9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := src.(*hub.Dir); !ok {
+		t.Fatalf("read from %T, want the local folder", src)
+	}
+	if !strings.Contains(notes.String(), "read from the local folder of that name, not from --endpoint http://127.0.0.1:9 (give http://127.0.0.1:9/"+synth.Org+"/Llama-tiny-GPTQ-Int4") {
+		t.Errorf("note: %q", notes.String())
+	}
+	notes.Reset()
+	if _, err := resolveSource(context.Background(), synth.Org+"/Llama-tiny-GPTQ-Int4", sourceFlags{}); err != nil || notes.Len() != 0 {
+		t.Errorf("without --endpoint: %v, note %q", err, notes.String())
 	}
 }

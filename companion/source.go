@@ -41,6 +41,11 @@ func openSource(ctx context.Context, source string, sf sourceFlags) (hub.Source,
 func resolveSource(ctx context.Context, source string, sf sourceFlags) (hub.Source, error) {
 	_, statErr := os.Stat(source)
 	if statErr == nil {
+		if sf.endpoint != "" && !looksLocal(source) && !strings.Contains(source, "://") {
+			// ORG/NAME that is also a folder here: the folder wins, said
+			fmt.Fprintf(noteOut, "note: %s is read from the local folder of that name, not from --endpoint %s (give %s/%s to read the hub's)\n",
+				source, sf.endpoint, strings.TrimRight(sf.endpoint, "/"), repoPart(source))
+		}
 		return hub.OpenLocal(source)
 	}
 	if !strings.Contains(source, "://") && looksLocal(source) {
