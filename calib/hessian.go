@@ -87,10 +87,11 @@ func DumpInputs(ctx context.Context, m *model.Model, d *Data, o Options, module,
 		return 0, 0, err
 	}
 	meta, _ := json.Marshal(InputsMeta{Module: module, Tokens: x.Rows, In: x.Cols})
-	if err := os.WriteFile(path, F32Bytes(x), 0o644); err != nil {
+	// the note first: an old one must never stand beside new inputs
+	if err := os.WriteFile(path+".json", append(meta, '\n'), 0o644); err != nil {
 		return 0, 0, err
 	}
-	return x.Rows, x.Cols, os.WriteFile(path+".json", append(meta, '\n'), 0o644)
+	return x.Rows, x.Cols, os.WriteFile(path, F32Bytes(x), 0o644)
 }
 
 // InputsMeta is what DumpInputs writes beside an activations file.

@@ -36,7 +36,13 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return &usageError{msg: "quantize: --out FILE is required"}
 	}
 	if fi, err := os.Stat(filepath.Dir(*out)); err != nil || !fi.IsDir() { // before reading or computing anything
-		return fmt.Errorf("--out %s: its folder %s does not exist", *out, filepath.Dir(*out))
+		why := "is not a folder"
+		if errors.Is(err, os.ErrNotExist) {
+			why = "does not exist"
+		} else if err != nil {
+			why = "cannot be used: " + err.Error()
+		}
+		return fmt.Errorf("--out %s: its folder %s %s", *out, filepath.Dir(*out), why)
 	}
 	if p.Recipe == kernels.RecipeLocalHessian && p.Data == "" {
 		return fmt.Errorf("quantize: rule local-hessian-data: recipe local_hessian needs --data FILE, a little-endian float32 file of [tokens, in] calibration activations")

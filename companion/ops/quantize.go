@@ -184,6 +184,9 @@ func ReadActivations(path, module string, in int) (*kernels.Matrix, error) {
 		if err := json.Unmarshal(mb, &meta); err != nil {
 			return nil, fmt.Errorf("%s.json: rule local-hessian-data: not calibrate's note of the activations: %v", path, err)
 		}
+		if 4*meta.Tokens*meta.In != len(b) {
+			meta = calib.InputsMeta{} // a note of another file (rewritten since by something else): it says nothing of this one
+		}
 		if meta.Module != "" && module != "" && meta.Module != module {
 			return nil, fmt.Errorf("%s: rule local-hessian-data: the inputs of module %q (%s.json), not of %q: calibrate --module %s --out FILE writes %s's",
 				path, meta.Module, path, module, module, module)

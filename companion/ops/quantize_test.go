@@ -395,6 +395,25 @@ func TestActivationsOfEmptyWeight(t *testing.T) {
 	}
 }
 
+// calibrate's note beside an activations file names their module: another
+// module refuses them; a note that does not describe the file (rewritten
+// since by something else) is not believed.
+func TestActivationsNote(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "act.f32")
+	os.WriteFile(p, make([]byte, 4*5*768), 0o644)
+	os.WriteFile(p+".json", []byte(`{"module":"a.down_proj","tokens":5,"in":768}`), 0o644)
+	if _, err := ReadActivations(p, "a.down_proj", 768); err != nil {
+		t.Errorf("its own module: %v", err)
+	}
+	if _, err := ReadActivations(p, "a.up_proj", 256); err == nil || !strings.Contains(err.Error(), `the inputs of module "a.down_proj"`) {
+		t.Errorf("another module whose width divides them: %v", err)
+	}
+	os.WriteFile(p, make([]byte, 4*7*256), 0o644) // another tool's inputs, the old note left beside them
+	if m, err := ReadActivations(p, "a.up_proj", 256); err != nil || m.Rows != 7 {
+		t.Errorf("a stale note: %v", err)
+	}
+}
+
 // A BF16 module keeps its dtype through a direct division, as its
 // producers' PyTorch code does: compressed-tensors computes and stores the
 // scale in BF16 (its tensor scale [1], its channel scale [out, 1]) and

@@ -67,6 +67,10 @@ type Shard struct {
 
 // Checkpoint is a loaded repo.
 type Checkpoint struct {
+	// siblingNote says why the config files beside a one-file source were
+	// set aside ("" when they were read or absent).
+	siblingNote string
+
 	Source   hub.Source
 	Files    []hub.File
 	Shards   []*Shard

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"fmt"
+	"github.com/quantscope/quantscope/formats/hub"
 	"slices"
 	"strings"
 
@@ -23,6 +24,7 @@ const (
 	RuleScale2Inconsistent   = "scale2-inconsistent"   // weight_scale_2 dtypes or shapes differ across modules
 	RuleLabelVsBytes         = "label-vs-bytes"        // an FP4/FP8 label on a checkpoint whose bytes are mostly 16-bit
 	RuleNothingQuantized     = "label-nothing-quantized"
+	RuleSiblingConfig        = "sibling-config"   // one file's neighbouring config.json could not be read: the file is read alone
 	RuleShardUnreadable      = "shard-unreadable" // with Options.KeepGoing: a shard that could not be read
 )
 
@@ -246,6 +248,9 @@ func (c *Checkpoint) checkLabel() []scheme.Finding {
 		}
 	}
 	var out []scheme.Finding
+	if one, ok := c.Source.(hub.OneFile); nq == 0 && ok && one.OneFile() {
+		return nil // one shard of a repo may hold only its head and norms
+	}
 	if nq == 0 {
 		out = append(out, scheme.Finding{Rule: RuleNothingQuantized, Severity: scheme.SeverityError,
 			Message: fmt.Sprintf("%s declares %s quantization (%s), but no module's weight is stored quantized", strings.Join(s.DeclaredIn, " and "), s.Family, s.Method)})

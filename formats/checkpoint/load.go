@@ -104,7 +104,15 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		return nil, fmt.Errorf("%s: rule no-safetensors: the repo holds no .safetensors files", src.Name())
 	}
 	if c.Scheme, err = scheme.Detect(c.Config, c.HFQuant); err != nil {
-		return nil, fmt.Errorf("%s: %w", src.Name(), err)
+		one, ok := src.(hub.OneFile)
+		if !ok || !one.OneFile() {
+			return nil, fmt.Errorf("%s: %w", src.Name(), err)
+		}
+		// One file named on its own: the config files beside it are a
+		// courtesy, and one that cannot be read costs the file nothing.
+		c.Config, c.HFQuant = nil, nil
+		c.Scheme, _ = scheme.Detect(nil, nil)
+		c.siblingNote = fmt.Sprintf("the config files beside the file were set aside: %v", err)
 	}
 	opt.trace("index parsed")
 	if err := c.readHeaders(ctx, shardPaths, perShard, opt); err != nil { // with KeepGoing: no shard could be read
@@ -119,6 +127,9 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 	c.assemble(opt)
 	opt.trace("assembled")
 	c.Findings = append(c.Findings, c.checkRepo(ctx)...)
+	if c.siblingNote != "" {
+		c.Findings = append(c.Findings, scheme.Finding{Rule: RuleSiblingConfig, Severity: scheme.SeverityWarning, Message: c.siblingNote})
+	}
 	sortFindings(c.Findings)
 	opt.trace("checked")
 	return c, nil

@@ -125,3 +125,57 @@ func TestShardReadWithFolderConfig(t *testing.T) {
 		t.Errorf("findings: %+v", fs)
 	}
 }
+
+// One file named on its own is read even when the config beside it cannot
+// be (a Downloads folder's unrelated config.json): the config is set aside
+// with a warning, and a file that describes itself keeps its own scheme.
+func TestSiblingConfigUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	p := fp8File(t, dir, map[string]string{scheme.MetaFormat: "fp8_e4m3", scheme.MetaNaming: "gptqmodel", scheme.MetaScale: "inverse"})
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"quantization_config":"x"}`), 0o644)
+	c, err := loadPath(t, p)
+	if err != nil {
+		t.Fatalf("a file beside an unreadable config.json: %v", err)
+	}
+	defer c.Close()
+	if c.Scheme.Method != "fp8" || !c.Scheme.InverseFP8Scales {
+		t.Errorf("scheme %+v, want the file's own", c.Scheme)
+	}
+	if len(c.Findings) != 1 || c.Findings[0].Rule != RuleSiblingConfig || !strings.Contains(c.Findings[0].Message, "config.json") {
+		t.Errorf("findings %+v, want one sibling-config warning", c.Findings)
+	}
+	// the folder itself still fails on it: its config is what runtimes read
+	if _, err := loadPath(t, dir); err == nil {
+		t.Error("a repo folder with an unreadable config.json loaded")
+	}
+}
+
+// The last shard of a quantized repo may hold only its head and norms:
+// read on its own it is no "nothing quantized" error.
+func TestHeadOnlyShard(t *testing.T) {
+	dir := t.TempDir()
+	r := synth.GPTQDynamic()
+	if err := r.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	w := make([]byte, 2*8*16)
+	b, err := safetensors.Encode([]safetensors.WriteTensor{
+		{Name: "lm_head.weight", DType: safetensors.BF16, Shape: []uint64{8, 16}, Data: w},
+		{Name: "model.norm.weight", DType: safetensors.BF16, Shape: []uint64{16}, Data: w[:32]},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "model-00002-of-00002.safetensors")
+	os.WriteFile(p, b, 0o644)
+	c, err := loadPath(t, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, f := range c.Findings {
+		if f.Severity == scheme.SeverityError {
+			t.Errorf("error finding on a head-only shard: %+v", f)
+		}
+	}
+}

@@ -18,6 +18,7 @@ package fit
 
 import (
 	"fmt"
+	"github.com/quantscope/quantscope/formats/hub"
 	"slices"
 	"strings"
 
@@ -35,8 +36,9 @@ type Module struct {
 	Bits         int
 	// W4A: GPT-QModel's W4A path can run the module (GPTQ INT4, group
 	// 128, not declared asymmetric, no desc_act: the checks the forward
-	// makes, model's w4aModule).
-	W4A bool
+	// makes, model's w4aModule). W4ANot says why a GPTQ module cannot.
+	W4A    bool
+	W4ANot string
 }
 
 // Repo is a checkpoint as the estimate reads it.
@@ -45,11 +47,16 @@ type Repo struct {
 	Config  []byte // config.json
 	HFQuant []byte // hf_quant_config.json, nil when absent
 	Modules []Module
+	// OneFile: the source is one file of a repo (its other shards unread).
+	OneFile bool
 }
 
 // FromCheckpoint takes what the estimate needs from a loaded checkpoint.
 func FromCheckpoint(c *checkpoint.Checkpoint) Repo {
 	r := Repo{Source: c.Source.Name(), Config: c.Config, HFQuant: c.HFQuant, Modules: make([]Module, 0, len(c.Modules))}
+	if one, ok := c.Source.(hub.OneFile); ok && one.OneFile() {
+		r.OneFile = true
+	}
 	for _, m := range c.Modules {
 		var p uint64
 		if m.Format != scheme.FormatNone {
@@ -58,12 +65,25 @@ func FromCheckpoint(c *checkpoint.Checkpoint) Repo {
 				p *= d
 			}
 		}
-		w4a := (m.Layout == scheme.LayoutGPTQ || m.Layout == scheme.LayoutGPTQv2) && m.Bits == 4 && m.GroupSize == 128
-		if w4a && c.Scheme != nil {
-			d := c.Scheme.DynamicFor(m.Name)
-			w4a = !(d.Symmetric != nil && !*d.Symmetric) && !d.DescAct
+		var not string
+		if m.Layout == scheme.LayoutGPTQ || m.Layout == scheme.LayoutGPTQv2 {
+			d := scheme.DynamicParams{}
+			if c.Scheme != nil {
+				d = c.Scheme.DynamicFor(m.Name)
+			}
+			switch {
+			case m.Bits != 4:
+				not = fmt.Sprintf("%d bits", m.Bits)
+			case m.GroupSize != 128:
+				not = fmt.Sprintf("group %d", m.GroupSize)
+			case d.Symmetric != nil && !*d.Symmetric:
+				not = "sym false"
+			case d.DescAct:
+				not = "desc_act true"
+			}
 		}
-		r.Modules = append(r.Modules, Module{Name: m.Name, Bytes: m.Bytes, WeightParams: p, Layout: m.Layout, Bits: m.Bits, W4A: w4a})
+		w4a := not == "" && (m.Layout == scheme.LayoutGPTQ || m.Layout == scheme.LayoutGPTQv2)
+		r.Modules = append(r.Modules, Module{Name: m.Name, Bytes: m.Bytes, WeightParams: p, Layout: m.Layout, Bits: m.Bits, W4A: w4a, W4ANot: not})
 	}
 	return r
 }
@@ -177,10 +197,17 @@ type Plan struct {
 	extraLayers int
 	stored      uint64
 	extraBytes  uint64
+	// w4aNot counts the GPTQ modules W4A cannot run; w4aNotFirst names
+	// the first and why.
+	w4aNot      int
+	w4aNotFirst string
 }
 
 // Prepare reads a repo for Estimate.
 func Prepare(r Repo) (*Plan, error) {
+	if r.OneFile {
+		return nil, fmt.Errorf("%s: rule fit-whole-repo: one file of a repo; the estimate counts every shard's weights: give the repo's folder or ORG/NAME", r.Source)
+	}
 	if len(r.Config) == 0 {
 		return nil, fmt.Errorf("%s: config.json: rule fit-config: the repo has no config.json, so the KV cache cannot be sized", r.Source)
 	}
@@ -195,6 +222,11 @@ func Prepare(r Repo) (*Plan, error) {
 	extra := map[int]bool{}
 	index := map[placed]int{}
 	for _, mod := range r.Modules {
+		if mod.W4ANot != "" {
+			if pl.w4aNot++; pl.w4aNotFirst == "" {
+				pl.w4aNotFirst = mod.Name + ": " + mod.W4ANot
+			}
+		}
 		p := anatomy.Locate(mod.Name, m.NumHiddenLayers)
 		pm := placed{bytes: mod.Bytes, params: mod.WeightParams, split: p.Split, slot: p.Slot, extra: p.Extra,
 			w4a: mod.W4A}
@@ -469,6 +501,10 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 			notes = append(notes, fmt.Sprintf("W4A-FP8: GPT-QModel keeps an E4M3 copy of every INT4 weight besides the GPTQ buffers, 1 byte a weight parameter (%s)", HumanGB(rep.StagedBytes)))
 		} else {
 			notes = append(notes, fmt.Sprintf("W4A-NVFP4: GPT-QModel keeps two E2M1 planes (2 × ½ byte) with their unit E4M3 block-16 scales (2 × 1/16 byte) and the E4M3 copy (1 byte) of every INT4 weight, 2.125 bytes a weight parameter (%s)", HumanGB(rep.StagedBytes)))
+		}
+		if pl.w4aNot > 0 {
+			notes = append(notes, fmt.Sprintf("W4A: %d GPTQ module(s) it cannot run (W4A takes INT4, group 128, symmetric, desc_act false; %s) counted without staged copies; quantscope's own forward refuses --w4a on such a model",
+				pl.w4aNot, pl.w4aNotFirst))
 		}
 	}
 	if rep.ReserveBytes > 0 {

@@ -293,6 +293,16 @@ func TestW4A(t *testing.T) {
 	if _, err := Estimate(load(t, synth.FitLlamaGQA()), Options{W4A: "fp8"}); err == nil || !strings.Contains(err.Error(), "no module W4A can run") {
 		t.Errorf("--w4a on a BF16 repo: %v", err)
 	}
+	// one module W4A cannot run (a dynamic rule's desc_act): counted without
+	// staged copies, and said
+	cfg := string(sym.Files["config.json"])
+	sym.Files["config.json"] = []byte(strings.Replace(cfg, `"quantization_config": {`, `"quantization_config": {"dynamic":{"+:model\\.layers\\.0\\.mlp\\.down_proj":{"desc_act":true}},`, 1))
+	if string(sym.Files["config.json"]) == cfg {
+		t.Fatal("config.json not patched")
+	}
+	rep = estimate(t, load(t, sym), Options{W4A: "fp8"})
+	eq(t, "staged fp8 without layer 0's down_proj", rep.StagedBytes, uint64(params-hidden*inter))
+	hasNote(t, rep, "W4A: 1 GPTQ module(s) it cannot run", "model.layers.0.mlp.down_proj: desc_act true")
 	// sym false: the forward refuses W4A, so nothing is staged either
 	if _, err := Estimate(load(t, synth.GPTQInt4()), Options{W4A: "fp8"}); err == nil || !strings.Contains(err.Error(), "no module W4A can run") {
 		t.Errorf("--w4a on an asymmetric GPTQ repo: %v", err)
@@ -300,5 +310,26 @@ func TestW4A(t *testing.T) {
 	// the dynamic demo: its INT4 modules are asymmetric too, its down_proj INT8
 	if _, err := Estimate(load(t, synth.GPTQDynamic()), Options{W4A: "nvfp4"}); err == nil || !strings.Contains(err.Error(), "no module W4A can run") {
 		t.Errorf("--w4a on the dynamic demo: %v", err)
+	}
+}
+
+// One file of a repo is no repo to fit: its other shards' weights are
+// not read. Refused by rule, not estimated from the one shard.
+func TestFitRefusesOneFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	if err := synth.GPTQInt4().WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	src, err := hub.OpenLocal(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := checkpoint.Load(context.Background(), src, checkpoint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := Estimate(FromCheckpoint(c), Options{}); err == nil || !strings.Contains(err.Error(), "rule fit-whole-repo") {
+		t.Errorf("fit of one file: %v", err)
 	}
 }

@@ -48,6 +48,12 @@ type Cached struct {
 	Path     string // the snapshot folder, or the file for a one-file source
 }
 
+// OneFile says whether the cached source is one file of the snapshot.
+func (c *Cached) OneFile() bool {
+	o, ok := c.Source.(OneFile)
+	return ok && o.OneFile()
+}
+
 // Local marks the cache as local: small reads cost no request.
 func (c *Cached) Local() bool { return true }
 

@@ -109,6 +109,12 @@ func TestFindCached(t *testing.T) {
 	if files, _ := c.List(context.Background()); len(files) != 2 || files[0].Size != 3 || files[1].Path != "config.json" {
 		t.Fatalf("one file: %v", files)
 	}
+	if !c.OneFile() {
+		t.Error("a cached file is not one file (its own __metadata__ would lose to the snapshot's config)")
+	}
+	if whole, err := FindCached(hubDir, "org/full", "", ""); err != nil || whole.OneFile() {
+		t.Errorf("a cached snapshot reads as one file: %v", err)
+	}
 
 	for what, args := range map[string][3]string{
 		"absent repo":       {"org/none", "", ""},
