@@ -4,12 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/quantscope/quantscope/companion/ops"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/quantscope/quantscope/companion/ops"
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/scheme"

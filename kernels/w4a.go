@@ -6,11 +6,13 @@ import (
 	"fmt"
 
 	"github.com/quantscope/quantscope/formats/packing"
+	"github.com/quantscope/quantscope/formats/scheme"
 )
 
 // W4AGroup is the only group size the W4A linears accept (GPT-QModel's
-// W4AFP8Linear and W4ANVFP4Linear: bits 4, group 128, symmetric, desc_act off).
-const W4AGroup = 128
+// W4AFP8Linear and W4ANVFP4Linear: bits 4, group 128, symmetric, desc_act
+// off): scheme.W4AGroup, which decides which modules W4A can run.
+const W4AGroup = scheme.W4AGroup
 
 // W4AWeight is a GPTQ INT4 linear prepared for the W4A kernels: its centred
 // codes c = q − 8 (each in −8..7, exact as E4M3, E2M1-plane or integer values)

@@ -89,31 +89,8 @@ func (m *Model) checkW4A() error {
 }
 
 func w4aModule(mod *scheme.Module, s *scheme.Scheme) error {
-	fail := func(rule, f string, a ...any) error {
-		return &kernels.W4AError{Module: mod.Name, Rule: rule, Msg: fmt.Sprintf(f, a...)}
-	}
-	if mod.Layout != scheme.LayoutGPTQ && mod.Layout != scheme.LayoutGPTQv2 {
-		return fail("w4a-format", "stored %s (layout %q); --w4a needs GPTQ INT4 weights (bits 4, sym, group 128, desc_act false)", mod.Format, mod.Layout)
-	}
-	if mod.Bits != 4 {
-		return fail("w4a-bits", "GPTQ bits %d; W4A takes bits 4", mod.Bits)
-	}
-	if mod.GroupSize != kernels.W4AGroup {
-		return fail("w4a-group", "group size %d; W4A takes group 128", mod.GroupSize)
-	}
-	if s == nil {
-		return nil
-	}
-	p := s.DynamicFor(mod.Name) // GPT-QModel's dynamic overrides apply per module
-	says := "quantization_config says"
-	if p.Rule != "" {
-		says = fmt.Sprintf("quantization_config (dynamic rule %q) says", p.Rule)
-	}
-	if p.Symmetric != nil && !*p.Symmetric {
-		return fail("w4a-sym", "%s sym false; W4A takes symmetric INT4 (zero point 8)", says)
-	}
-	if p.DescAct {
-		return fail("w4a-desc-act", "%s desc_act true; W4A takes g_idx = i/128", says)
+	if rule, why := scheme.W4AReady(mod, s); rule != "" {
+		return &kernels.W4AError{Module: mod.Name, Rule: rule, Msg: why}
 	}
 	return nil
 }

@@ -3,10 +3,10 @@ package checkpoint
 import (
 	"context"
 	"fmt"
-	"github.com/quantscope/quantscope/formats/hub"
 	"slices"
 	"strings"
 
+	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/formats/scheme"
 )

@@ -18,12 +18,10 @@ package fit
 
 import (
 	"fmt"
-	"github.com/quantscope/quantscope/formats/hub"
-	"slices"
-	"strings"
 
 	"github.com/quantscope/quantscope/formats/anatomy"
 	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/formats/scheme"
 )
 
@@ -34,9 +32,8 @@ type Module struct {
 	WeightParams uint64 // logical weight elements (bias excluded)
 	Layout       string // scheme.Layout*
 	Bits         int
-	// W4A: GPT-QModel's W4A path can run the module (GPTQ INT4, group
-	// 128, not declared asymmetric, no desc_act: the checks the forward
-	// makes, model's w4aModule). W4ANot says why a GPTQ module cannot.
+	// W4A: GPT-QModel's W4A path can run the module (scheme.W4AReady, the
+	// check the forward makes). W4ANot says why a GPTQ module cannot.
 	W4A    bool
 	W4ANot string
 }
@@ -65,25 +62,19 @@ func FromCheckpoint(c *checkpoint.Checkpoint) Repo {
 				p *= d
 			}
 		}
-		var not string
-		if m.Layout == scheme.LayoutGPTQ || m.Layout == scheme.LayoutGPTQv2 {
-			d := scheme.DynamicParams{}
-			if c.Scheme != nil {
-				d = c.Scheme.DynamicFor(m.Name)
-			}
-			switch {
-			case m.Bits != 4:
-				not = fmt.Sprintf("%d bits", m.Bits)
-			case m.GroupSize != 128:
-				not = fmt.Sprintf("group %d", m.GroupSize)
-			case d.Symmetric != nil && !*d.Symmetric:
-				not = "sym false"
-			case d.DescAct:
-				not = "desc_act true"
-			}
+		rule, _ := scheme.W4AReady(m, c.Scheme)
+		var not string // a short reason, for the note (none for a module that is no GPTQ one)
+		switch rule {
+		case "w4a-bits":
+			not = fmt.Sprintf("%d bits", m.Bits)
+		case "w4a-group":
+			not = fmt.Sprintf("group %d", m.GroupSize)
+		case "w4a-sym":
+			not = "sym false"
+		case "w4a-desc-act":
+			not = "desc_act true"
 		}
-		w4a := not == "" && (m.Layout == scheme.LayoutGPTQ || m.Layout == scheme.LayoutGPTQv2)
-		r.Modules = append(r.Modules, Module{Name: m.Name, Bytes: m.Bytes, WeightParams: p, Layout: m.Layout, Bits: m.Bits, W4A: w4a, W4ANot: not})
+		r.Modules = append(r.Modules, Module{Name: m.Name, Bytes: m.Bytes, WeightParams: p, Layout: m.Layout, Bits: m.Bits, W4A: rule == "", W4ANot: not})
 	}
 	return r
 }
@@ -261,56 +252,7 @@ type estimator struct {
 
 func ceilDiv(a, b uint64) uint64 { return (a + b - 1) / b }
 
-// divide is one module's bytes on the largest GPU of a TP-n group.
-func (e *estimator) divide(m placed, b uint64, n int) uint64 {
-	N := uint64(n)
-	if m.split == anatomy.SplitReplicated || n == 1 {
-		return b
-	}
-	if e.kv.attention != "mla" && e.kv.kvHeads > 0 {
-		K := uint64(e.kv.kvHeads)
-		switch m.slot {
-		case anatomy.SlotK, anatomy.SlotV:
-			// Fewer KV heads than GPUs: each GPU holds one head's projection.
-			return ceilDiv(b, min(N, K))
-		case anatomy.SlotQKV:
-			if q, kv := e.qkvFrac[0], e.qkvFrac[1]; q > 0 && K < N {
-				qb := b * q / (q + kv)
-				return ceilDiv(qb, N) + ceilDiv(b-qb, K)
-			}
-		}
-	}
-	return ceilDiv(b, N)
-}
-
 func (e *estimator) loaded(m placed) bool { return !m.extra || e.mtp }
-
-func (e *estimator) weightsPerGPU(n int) uint64 {
-	if t, ok := e.wcache[n]; ok {
-		return t
-	}
-	var t uint64
-	for _, m := range e.mods {
-		if e.loaded(m) {
-			t += m.n * e.divide(m, m.bytes, n)
-		}
-	}
-	e.wcache[n] = t
-	return t
-}
-
-func (e *estimator) stagedPerGPU(n int) uint64 {
-	if e.staged == nil {
-		return 0
-	}
-	var t uint64
-	for _, m := range e.mods {
-		if m.w4a && e.loaded(m) {
-			t += m.n * e.divide(m, e.staged(m.params), n)
-		}
-	}
-	return t
-}
 
 func (e *estimator) usable(g GPU) uint64 {
 	r := e.fixed
@@ -347,17 +289,6 @@ func (e *estimator) maxContext(n, batch int, usable uint64, limit int) int {
 		}
 	}
 	return lo
-}
-
-// divisible says whether vLLM accepts TP n for this model's heads.
-func (e *estimator) divisible(n int) bool {
-	if e.heads > 0 && e.heads%n != 0 {
-		return false
-	}
-	if k := e.kv.kvHeads; k > 0 && k%n != 0 && n%k != 0 {
-		return false
-	}
-	return true
 }
 
 // Check fills in the defaults (TP 1, batch 1) and rejects impossible
@@ -555,39 +486,6 @@ func reserveOf(s string) (float64, uint64, error) {
 		return DefaultReserve, 0, nil
 	}
 	return ParseReserve(s)
-}
-
-func tpNotes(e *estimator, n int) []string {
-	var out []string
-	if n > 1 {
-		out = append(out, fmt.Sprintf("tp %d: column- and row-parallel linears, vocab-parallel embeddings and head, and routed experts divided by %d, each module rounded up to a whole byte; norms, routers, MLA down-projections and modules of unknown role copied on every GPU; a split module's scales and bias divided with its weight", n, n))
-	}
-	if e.kv.attention != "mla" && e.kv.kvHeads > 0 && n > 1 {
-		if e.kv.kvHeads >= n {
-			out = append(out, fmt.Sprintf("tp %d: the %d KV heads divided, %d a GPU, and the KV cache with them", n, e.kv.kvHeads, (e.kv.kvHeads+n-1)/n))
-		} else {
-			out = append(out, fmt.Sprintf("tp %d: fewer KV heads (%d) than GPUs, so each GPU holds one KV head, its k/v projection and its cache (each head replicated on %d GPUs, as vLLM does)", n, e.kv.kvHeads, n/e.kv.kvHeads))
-		}
-	}
-	var bad []string
-	for _, c := range slices.Concat([]int{n}, Counts) {
-		if c > 1 && !e.divisible(c) && !slices.Contains(bad, fmt.Sprint(c)) {
-			bad = append(bad, fmt.Sprint(c))
-		}
-	}
-	if len(bad) > 0 {
-		out = append(out, fmt.Sprintf("tp %s: does not divide %s, which vLLM refuses, so it never fits and a count never uses it", strings.Join(bad, ", "), e.headsText()))
-	}
-	return out
-}
-
-// headsText names the head counts a TP degree must divide.
-func (e *estimator) headsText() string {
-	heads := fmt.Sprintf("the %d attention heads", e.heads)
-	if k := e.kv.kvHeads; k > 0 && k != e.heads {
-		heads += fmt.Sprintf(" and %d KV heads", k)
-	}
-	return heads
 }
 
 // HumanGB writes bytes as decimal GB (MB below 0.1 GB).

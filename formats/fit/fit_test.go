@@ -13,12 +13,17 @@ import (
 
 // load writes a generated repo and reads it back as fit reads a checkpoint.
 func load(t *testing.T, r *synth.Repo) Repo {
+	return loadFile(t, r, "")
+}
+
+// loadFile is load of one file of the repo ("" for the whole repo).
+func loadFile(t *testing.T, r *synth.Repo, file string) Repo {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "repo")
 	if err := r.WriteDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	src, err := hub.OpenLocal(dir)
+	src, err := hub.OpenLocal(filepath.Join(dir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,20 +321,7 @@ func TestW4A(t *testing.T) {
 // One file of a repo is no repo to fit: its other shards' weights are
 // not read. Refused by rule, not estimated from the one shard.
 func TestFitRefusesOneFile(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "repo")
-	if err := synth.GPTQInt4().WriteDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	src, err := hub.OpenLocal(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Load(context.Background(), src, checkpoint.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := Estimate(FromCheckpoint(c), Options{}); err == nil || !strings.Contains(err.Error(), "rule fit-whole-repo") {
+	if _, err := Estimate(loadFile(t, synth.GPTQInt4(), "model.safetensors"), Options{}); err == nil || !strings.Contains(err.Error(), "rule fit-whole-repo") {
 		t.Errorf("fit of one file: %v", err)
 	}
 }

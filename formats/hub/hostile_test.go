@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -389,17 +390,7 @@ func TestResumeBrokenBody(t *testing.T) {
 			}
 			w.Write(data[start : end+1])
 		}))
-		c2, err := NewClient(WithRetries(2), WithBackoff(time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := context.Background()
-		ra, _, err := c2.OpenURL(ctx, srv.URL+"/m.safetensors").Open(ctx, "m.safetensors")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]byte, 900<<10)
-		_, err = ra.ReadAt(got, 100)
+		got, err := readRetried(t, srv.URL+"/m.safetensors", 100, 900<<10)
 		srv.Close()
 		if c.changed {
 			if !errors.Is(err, ErrChanged) {
@@ -529,17 +520,8 @@ func TestResumeOnServerIgnoringRange(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := NewClient(WithRetries(2), WithBackoff(time.Millisecond))
+	got, err := readRetried(t, srv.URL+"/m.safetensors", at, 6<<20)
 	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	ra, _, err := c.OpenURL(ctx, srv.URL+"/m.safetensors").Open(ctx, "m.safetensors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, 6<<20)
-	if _, err := ra.ReadAt(got, at); err != nil {
 		t.Fatalf("a read within maxSkip, broken off past it: %v", err)
 	}
 	for i, b := range got {
@@ -588,4 +570,22 @@ func TestErrorTexts(t *testing.T) {
 	if err == nil || strings.Count(err.Error(), addr) != 1 || strings.Contains(err.Error(), "secret") {
 		t.Errorf("a refused connection: %v", err)
 	}
+}
+
+// readRetried reads n bytes at off of the file at u through a client that
+// retries twice, quickly.
+func readRetried(t *testing.T, u string, off int64, n int) ([]byte, error) {
+	t.Helper()
+	c, err := NewClient(WithRetries(2), WithBackoff(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ra, _, err := c.OpenURL(ctx, u).Open(ctx, path.Base(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, n)
+	_, err = ra.ReadAt(got, off)
+	return got, err
 }

@@ -237,7 +237,7 @@ func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
 		if u == "" {
 			u = f.url
 		}
-		if _, known := sameVersion(haveMeta, haveMeta); len(have) > 0 && !known {
+		if len(have) > 0 && !validated(haveMeta) {
 			have = have[:0] // nothing to tell the versions apart by
 		}
 		prior := len(have)
@@ -305,7 +305,6 @@ func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
 // A weak ETag (W/"…") promises no byte-for-byte sameness, so it joins no
 // bytes (RFC 9110, 8.8.3).
 func sameVersion(a, b meta) (same, known bool) {
-	strong := func(e string) bool { return e != "" && !strings.HasPrefix(e, "W/") }
 	if strong(a.linked) && strong(b.linked) {
 		return a.linked == b.linked, true
 	}
@@ -314,6 +313,12 @@ func sameVersion(a, b meta) (same, known bool) {
 	}
 	return false, false
 }
+
+// validated says whether an answer carries a strong validator, by which
+// bytes kept from it can be joined to a later answer's.
+func validated(m meta) bool { return strong(m.linked) || strong(m.etag) }
+
+func strong(etag string) bool { return etag != "" && !strings.HasPrefix(etag, "W/") }
 
 // maxSkip is how far into a full-body answer (a server that ignores Range)
 // a read goes to reach its bytes; a header or a tensor further in is

@@ -138,9 +138,9 @@ func (s *Scheme) readDynamic(qc *obj, keys []string) error {
 		return &ConfigError{File: qc.file, Field: qc.path + "dynamic", Msg: "its patterns could not be read in file order, which decides which one applies"}
 	}
 	// GPT-QModel's order: the "-" rules first.
-	slices.SortStableFunc(keys, func(a, b string) int {
-		return cmpBool(!strings.HasPrefix(a, "-"), !strings.HasPrefix(b, "-"))
-	})
+	negative := func(k string) bool { return strings.HasPrefix(k, "-") }
+	keys = append(slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !negative(k) }),
+		slices.DeleteFunc(keys, negative)...)
 	for _, pat := range keys {
 		field := fmt.Sprintf("%sdynamic[%q]", qc.path, pat)
 		fail := func(f string, a ...any) error {
@@ -208,16 +208,6 @@ func (s *Scheme) readDynamic(qc *obj, keys []string) error {
 		s.Dynamic = append(s.Dynamic, r)
 	}
 	return nil
-}
-
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
-	}
-	return 1
 }
 
 // validBits: the bit widths a GPTQ or AWQ checkpoint of s's format stores

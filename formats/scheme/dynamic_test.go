@@ -110,20 +110,7 @@ func TestDynamicDecodes(t *testing.T) {
 	if fs := CheckModules([]*Module{m}, s); len(fs) != 0 {
 		t.Fatalf("findings on a valid module: %+v", fs)
 	}
-	got, err := Dequantize(m, mem, 0, 48)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain := Group(mem.infos(), &Scheme{Method: "gptq", Bits: 8, GroupSize: 64, CheckpointFormat: "gptq", Symmetric: s.Symmetric}, nil)[0]
-	want, err := Dequantize(plain, mem, 0, 48)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range want {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("value %d = %v, with the base config saying 8 bits %v", i, got[i], want[i])
-		}
-	}
+	got := decodesAs(t, mem, m, &Scheme{Method: "gptq", Bits: 8, GroupSize: 64, CheckpointFormat: "gptq", Symmetric: s.Symmetric}, "the base config saying 8 bits")
 	// and close to the weight it was quantized from (8 bits, group 64)
 	for i, v := range w.Data {
 		if math.Abs(float64(got[i]-v)) > 0.002 {
@@ -219,21 +206,30 @@ func TestDynamicFP8Block(t *testing.T) {
 	if len(m.Block) != 2 || m.Block[0] != 64 || m.Block[1] != 64 {
 		t.Fatalf("block %v, want the rule's [64 64]", m.Block)
 	}
-	got, err := Dequantize(m, mem, 0, 200)
+	decodesAs(t, mem, m, &Scheme{Method: "fp8", Family: FamilyFP8, FP8Format: "e4m3", WeightBlockSize: []int{64, 64}}, "the base saying 64×64")
+	if q, known := s.Declared(&Module{Name: "model.layers.0.mlp.down_proj", Kind: "mlp", Format: "bf16", WeightShape: []uint64{8, 8}}); q || !known {
+		t.Errorf("down_proj under -:.*down_proj in an FP8 config declared (%v, %v)", q, known)
+	}
+}
+
+// decodesAs decodes module m of mem and checks it bit for bit against the
+// same tensors grouped under plain (a base config saying what a dynamic
+// rule said); it returns m's values.
+func decodesAs(t *testing.T, mem *memFile, m *Module, plain *Scheme, what string) []float32 {
+	t.Helper()
+	rows, _ := m.Matrix2D()
+	got, err := Dequantize(m, mem, 0, int(rows))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := Group(mem.infos(), &Scheme{Method: "fp8", Family: FamilyFP8, FP8Format: "e4m3", WeightBlockSize: []int{64, 64}}, nil)[0]
-	want, err := Dequantize(plain, mem, 0, 200)
+	want, err := Dequantize(Group(mem.infos(), plain, nil)[0], mem, 0, int(rows))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("value %d = %v, with the base saying 64×64 %v", i, got[i], want[i])
+			t.Fatalf("value %d = %v, with %s %v", i, got[i], what, want[i])
 		}
 	}
-	if q, known := s.Declared(&Module{Name: "model.layers.0.mlp.down_proj", Kind: "mlp", Format: "bf16", WeightShape: []uint64{8, 8}}); q || !known {
-		t.Errorf("down_proj under -:.*down_proj in an FP8 config declared (%v, %v)", q, known)
-	}
+	return got
 }
