@@ -14,7 +14,7 @@ type Summary struct {
 	Bytes            uint64            `json:"bytes"`   // tensor data bytes, headers excluded
 	HeaderBytes      uint64            `json:"header_bytes"`
 	BytesByDType     map[string]uint64 `json:"bytes_by_dtype"`
-	BytesByFormat    map[string]uint64 `json:"bytes_by_format"` // module bytes (scales included) by the module's format
+	BytesByFormat    map[string]uint64 `json:"bytes_by_format"` // module bytes (scales included) by the module's format; a bias under its own dtype, as in parameters_by_format
 	BytesByKind      map[string]uint64 `json:"bytes_by_kind"`   // experts, attention, mlp, embedding, norm, head, other
 	Parameters       uint64            `json:"parameters"`      // modules' parameters, biases included
 	BiasParameters   uint64            `json:"bias_parameters"` // the part of Parameters in biases
@@ -123,7 +123,7 @@ func (c *Checkpoint) inventory(withTensors bool) *Inventory {
 		s.Parameters += m.Parameters
 		s.BiasParameters += m.BiasParameters
 		m.AddParametersByFormat(s.ParamsByFormat)
-		s.BytesByFormat[m.Format] += m.Bytes
+		m.AddBytesByFormat(s.BytesByFormat)
 		s.BytesByKind[m.Kind] += m.Bytes
 	}
 	for _, sh := range c.Shards {

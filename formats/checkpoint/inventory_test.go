@@ -81,6 +81,34 @@ func TestInventoryNumbers(t *testing.T) {
 			if sum != s.Bytes || s.Tensors != len(inv.Tensors) {
 				t.Errorf("bytes_by_dtype sums to %d of %d", sum, s.Bytes)
 			}
+			// bytes_by_format splits as parameters_by_format does: a bias's
+			// bytes under its own dtype, so each quantized format's bytes are
+			// its weights and scales alone. The bias tensors (BF16) are the
+			// whole difference from the module's format.
+			sum = 0
+			for _, v := range s.BytesByFormat {
+				sum += v
+			}
+			if sum != s.Bytes {
+				t.Errorf("bytes_by_format sums to %d of %d", sum, s.Bytes)
+			}
+			var biasBytes, mxfp4Bytes uint64
+			for _, te := range inv.Tensors {
+				if te.Role == "bias" {
+					biasBytes += te.DataOffsets[1] - te.DataOffsets[0]
+				}
+				if r.Formats[te.Module] == "mxfp4" && te.Role != "bias" {
+					mxfp4Bytes += te.DataOffsets[1] - te.DataOffsets[0]
+				}
+			}
+			if mxfp4Bytes > 0 {
+				if s.BytesByFormat["mxfp4"] != mxfp4Bytes || biasBytes == 0 {
+					t.Errorf("bytes_by_format[mxfp4] = %d, want the blocks and scales' %d (bias bytes %d apart)", s.BytesByFormat["mxfp4"], mxfp4Bytes, biasBytes)
+				}
+				if bpw := 8 * float64(s.BytesByFormat["mxfp4"]) / float64(s.ParamsByFormat["mxfp4"]); bpw != 4.25 {
+					t.Errorf("mxfp4 bits per weight by the summary's tables %v, want 4.25", bpw)
+				}
+			}
 			if r.ID != synth.Org+"/Llama-tiny-FP4-mislabeled" {
 				for _, f := range inv.Findings {
 					if f.Severity != scheme.SeverityInfo {

@@ -107,7 +107,7 @@ func New(a, b Repo) *Diff {
 		k := kind(p.Kind)
 		k.ABytes += m.Bytes
 		k.AParameters += m.Parameters
-		k.AFormats[m.Format] += m.Bytes
+		m.AddBytesByFormat(k.AFormats)
 		d.A.add(m, p.Extra)
 		formatsA[m.Name] = m.Format
 	}
@@ -118,7 +118,7 @@ func New(a, b Repo) *Diff {
 		k := kind(p.Kind)
 		k.BBytes += m.Bytes
 		k.BParameters += m.Parameters
-		k.BFormats[m.Format] += m.Bytes
+		m.AddBytesByFormat(k.BFormats)
 		d.B.add(m, p.Extra)
 		inB[m.Name] = true
 		fa, ok := formatsA[m.Name]

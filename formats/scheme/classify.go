@@ -19,9 +19,11 @@ func classify(m *Module, s *Scheme, shapes ShapeValues) {
 		if role == "bias" || (role != "weight" && role != "tensor" && !metadataRoles[role] &&
 			role != "weight_packed" && role != "qweight" && role != "blocks") {
 			if m.extraParams == nil {
-				m.extraParams = map[string]uint64{}
+				m.extraParams, m.extraBytes = map[string]uint64{}, map[string]uint64{}
 			}
-			m.extraParams[dtypeFormat(t.DType)] += t.elements()
+			f := dtypeFormat(t.DType)
+			m.extraParams[f] += t.elements()
+			m.extraBytes[f] += t.NBytes
 		}
 	}
 	w, packed, qw, blocks := in.get("weight"), in.get("weight_packed"), in.get("qweight"), in.get("blocks")

@@ -100,6 +100,7 @@ type Module struct {
 
 	// bias/other parameters counted under their own dtype
 	extraParams map[string]uint64 // nil when there are none
+	extraBytes  map[string]uint64 // their bytes, by the same keys
 	infos       roleInfos         // role → info, in the order the tensors came
 }
 
@@ -169,6 +170,16 @@ func (m *Module) AddParametersByFormat(into map[string]uint64) {
 		into[m.Format] += m.Parameters - sumValues(m.extraParams)
 	}
 	for k, v := range m.extraParams {
+		into[k] += v
+	}
+}
+
+// AddBytesByFormat splits the module's bytes as AddParametersByFormat
+// splits its parameters: a bias (or other float data) under its own dtype,
+// the rest (the weight and its scales) under the module's format.
+func (m *Module) AddBytesByFormat(into map[string]uint64) {
+	into[m.Format] += m.Bytes - sumValues(m.extraBytes)
+	for k, v := range m.extraBytes {
 		into[k] += v
 	}
 }
