@@ -123,6 +123,15 @@ func TestDiffHuman(t *testing.T) {
 			t.Errorf("line of %d columns: %q", n, l)
 		}
 	}
+	// inspect writes sizes in the same decimal units: B's 1.40 MB is
+	// inspect's 1.4 MB, not 1.3 MiB.
+	if !strings.Contains(out, "   1.40 MB, 1.62 M parameters") {
+		t.Errorf("diff's B total is not 1.40 MB:\n%s", out)
+	}
+	ins, stderr, code := runMain(t, "inspect", "--endpoint", url, synth.Org+"/DeepSeek-mini-NVFP4")
+	if code != 0 || !strings.Contains(ins, " 1.4 MB of tensor data (+86.3 kB of headers)") {
+		t.Errorf("inspect (exit %d, %s) does not say diff's size in decimal units:\n%s", code, stderr, ins)
+	}
 }
 
 func TestDiffBadInput(t *testing.T) {

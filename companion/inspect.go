@@ -221,7 +221,8 @@ func pct(a, b uint64) float64 {
 }
 
 func humanBytes(n uint64) string {
-	const unit = 1024
+	// Decimal units, as the hub's file list, diff and fit write sizes.
+	const unit = 1000
 	if n < unit {
 		return fmt.Sprintf("%d B", n)
 	}
@@ -230,7 +231,7 @@ func humanBytes(n uint64) string {
 		v /= unit
 		i++
 	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[i])
+	return fmt.Sprintf("%.1f %cB", v, "kMGTPE"[i])
 }
 
 func humanCount(n uint64) string {

@@ -22,9 +22,10 @@ function el(tag, attrs = {}, ...kids) {
 const nf = new Intl.NumberFormat("en-US");
 const int = n => nf.format(n);
 function bytes(n) {
-  const u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  // decimal units, as the hub's file list, diff and fit write sizes
+  const u = ["B", "kB", "MB", "GB", "TB", "PB"];
   let i = 0, v = n;
-  while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+  while (v >= 1000 && i < u.length - 1) { v /= 1000; i++; }
   return (i === 0 ? v : v.toFixed(1)) + " " + u[i];
 }
 function count(n) {
