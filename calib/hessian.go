@@ -86,12 +86,18 @@ func DumpInputs(ctx context.Context, m *model.Model, d *Data, o Options, module,
 	if err != nil {
 		return 0, 0, err
 	}
-	meta, _ := json.Marshal(InputsMeta{Module: module, Tokens: x.Rows, In: x.Cols})
 	// the note first: an old one must never stand beside new inputs
-	if err := os.WriteFile(path+".json", append(meta, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(path+".json", InputsNote(module, x), 0o644); err != nil {
 		return 0, 0, err
 	}
 	return x.Rows, x.Cols, os.WriteFile(path, F32Bytes(x), 0o644)
+}
+
+// InputsNote is the note DumpInputs writes beside module's inputs x
+// (FILE.json, one line of InputsMeta).
+func InputsNote(module string, x kernels.Matrix) []byte {
+	meta, _ := json.Marshal(InputsMeta{Module: module, Tokens: x.Rows, In: x.Cols})
+	return append(meta, '\n')
 }
 
 // InputsMeta is what DumpInputs writes beside an activations file.

@@ -154,15 +154,21 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 		// make a path, and the file is written inside the folder only.
 		stem := "local_hessian." + strings.NewReplacer("/", "_", "\\", "_").Replace(p.Module)
 		f := File{Name: fitName(stem, ".f32"), Data: calib.F32Bytes(x)}
+		// calibrate's note beside it, as the command line writes it: it
+		// keeps quantize from taking these inputs for another module
+		note := File{Name: f.Name + ".json", Data: calib.InputsNote(p.Module, x)}
 		if env.WriteDir != "" {
-			if f.Path, err = writeUnder("calibrate", env.WriteDir, f.Name, f.Data); err != nil {
-				return nil, err
+			// the note first: an old one must never stand beside new inputs
+			for _, w := range []*File{&note, &f} {
+				if w.Path, err = writeUnder("calibrate", env.WriteDir, w.Name, w.Data); err != nil {
+					return nil, err
+				}
+				w.Data = nil
 			}
-			f.Data = nil
 		}
 		return &Result{
 			JSON:  map[string]any{"pass": p.Pass, "module": p.Module, "tokens": x.Rows, "in": x.Cols, "file": f.Name, "data": ref, "next": "quantscope quantize --format nvfp4 --recipe local_hessian --data " + f.Name + " --out FILE SOURCE " + p.Module},
-			Files: []File{f},
+			Files: []File{f, note},
 		}, nil
 	}
 	r, err := calib.LocalHessians(ctx, m, d, o, env.Backend)

@@ -75,7 +75,10 @@ func TestCalibrateOpDump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Files) != 1 || len(res.Files[0].Data) != 8*256*4 || res.Files[0].Path != "" {
+	// The inputs, and calibrate's note of them as the command line writes
+	// it beside them, so that quantize refuses them for another module.
+	if len(res.Files) != 2 || len(res.Files[0].Data) != 8*256*4 || res.Files[0].Path != "" ||
+		res.Files[1].Name != res.Files[0].Name+".json" || string(res.Files[1].Data) != `{"module":"model.layers.0.self_attn.o_proj","tokens":8,"in":256}`+"\n" {
 		t.Fatalf("files %+v", res.Files)
 	}
 	env.WriteDir = t.TempDir()
@@ -85,6 +88,17 @@ func TestCalibrateOpDump(t *testing.T) {
 	}
 	if st, err := os.Stat(res.Files[0].Path); err != nil || st.Size() != 8*256*4 {
 		t.Fatalf("written: %v %v", st, err)
+	}
+	if len(res.Files) != 2 || res.Files[1].Path != res.Files[0].Path+".json" {
+		t.Fatalf("files %+v", res.Files)
+	}
+	// quantize reads the written pair: right for its module, refused for
+	// another of the same width.
+	if _, err := ReadActivations(res.Files[0].Path, "model.layers.0.self_attn.o_proj", 256); err != nil {
+		t.Errorf("the dump for its own module: %v", err)
+	}
+	if _, err := ReadActivations(res.Files[0].Path, "model.layers.0.self_attn.q_proj", 256); err == nil || !strings.Contains(err.Error(), "rule local-hessian-data") {
+		t.Errorf("the dump for another module of its width: %v", err)
 	}
 	// The dump stays inside the output folder: a link there to a file
 	// outside it is not written through.
