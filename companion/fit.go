@@ -45,15 +45,18 @@ func cmdFit(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	o.GPUs = gpus
-	// Check reads 0 as the default: here 0 is what the user typed
-	if o.TP == 0 {
-		return &usageError{msg: "fit: --tp 0: want 1 or more GPUs a replica"}
+	// Check reads 0 as the default: here a 0 is what the user typed.
+	var typed error
+	fs.Visit(func(f *flag.Flag) {
+		if v, ok := map[string]int{"tp": o.TP, "batch": o.Batch, "context": o.Context}[f.Name]; ok && typed == nil {
+			typed = fit.CheckCount(f.Name, v)
+		}
+	})
+	if typed == nil {
+		typed = o.Check() // before any download
 	}
-	if o.Batch == 0 {
-		return &usageError{msg: "fit: --batch 0: want 1 or more sequences"}
-	}
-	if err := o.Check(); err != nil { // before any download
-		return err
+	if typed != nil {
+		return &usageError{msg: "fit: " + typed.Error()}
 	}
 	c, err := loadCheckpoint(ctx, pos[0], sf)
 	if err != nil {

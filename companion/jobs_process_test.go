@@ -269,8 +269,8 @@ func TestCompanionJobs(t *testing.T) {
 	}
 
 	// A repo this machine's Hugging Face cache holds is read from there
-	// (the hub has no cache-org/Tiny at all).
-	x.send(proto.Submit{ID: "cached", Op: "inventory", Source: "cache-org/Tiny", Endpoint: hubURL})
+	// when the job names the hub's own endpoint (nothing is fetched)...
+	x.send(proto.Submit{ID: "cached", Op: "inventory", Source: "cache-org/Tiny", Endpoint: "https://huggingface.co"})
 	progress, _, final = x.until("cached", 30*time.Second)
 	got := inventoryOf(t, final)
 	if got.ReadFrom.Kind != "hf-cache" || got.ReadFrom.Where != snap || got.Fetch.Requests != 0 {
@@ -279,6 +279,11 @@ func TestCompanionJobs(t *testing.T) {
 	if res := final.msg.(proto.Result); !strings.Contains(res.Note, "read from the Hugging Face cache at "+snap) {
 		t.Errorf("note %q", res.Note)
 	}
+	// ...and not when it names another hub, which is asked (and has no
+	// cache-org/Tiny).
+	x.send(proto.Submit{ID: "not-cached", Op: "inventory", Source: "cache-org/Tiny", Endpoint: hubURL})
+	_, _, final = x.until("not-cached", 30*time.Second)
+	wantError(t, final, proto.CodeFailed, "cache-org/Tiny")
 
 	// Errors carry the rule and the file; unknown ops are refused. A local
 	// SOURCE is read only at a relative path under --in-dir.
@@ -304,17 +309,23 @@ func TestCompanionJobs(t *testing.T) {
 }
 
 // The command line reads ORG/NAME from the Hugging Face cache and says so;
-// --no-cache goes to the hub.
+// --no-cache goes to the hub, and so does an --endpoint other than the
+// hub's own (the cache holds the hub's repos, not that server's).
 func TestCLIReadsHFCache(t *testing.T) {
 	dir := demo(t)
 	r := synth.ModelOptNVFP4()
 	hfDir := t.TempDir()
 	snap := hfCacheOf(t, hfDir, "cache-org/Tiny", "0123456789abcdef0123456789abcdef01234567", filepath.Join(dir, filepath.FromSlash(r.ID)))
 	t.Setenv("HF_HUB_CACHE", hfDir)
+	t.Setenv("HF_ENDPOINT", "")
 	hubURL := startMain(t, "hub", "--addr", "127.0.0.1:0", dir)
-	out, stderr, code := runMain(t, "inspect", "--json", "--endpoint", hubURL, "cache-org/Tiny")
+	out, stderr, code := runMain(t, "inspect", "--json", "cache-org/Tiny")
 	if code != 0 || !strings.Contains(stderr, "note: cache-org/Tiny read from the Hugging Face cache at "+snap) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	_, stderr, code = runMain(t, "inspect", "--endpoint", hubURL, "cache-org/Tiny")
+	if code != 1 || strings.Contains(stderr, "Hugging Face cache") || !strings.Contains(stderr, "cache-org/Tiny") {
+		t.Fatalf("--endpoint of another hub: exit %d, %q", code, stderr)
 	}
 	local, _, _ := runMain(t, "inspect", "--json", filepath.Join(dir, filepath.FromSlash(r.ID)))
 	if stripVolatile(t, out) != stripVolatile(t, local) {
@@ -324,8 +335,10 @@ func TestCLIReadsHFCache(t *testing.T) {
 	if code != 1 || strings.Contains(stderr, "Hugging Face cache") || !strings.Contains(stderr, "cache-org/Tiny") {
 		t.Fatalf("--no-cache: exit %d, %q", code, stderr)
 	}
-	// Revisions the cache does not hold go to the hub.
-	_, stderr, code = runMain(t, "inspect", "--revision", "v9", "--endpoint", hubURL, "cache-org/Tiny")
+	// Revisions the cache does not hold go to the hub (an unreachable one
+	// here: nothing may leave this machine).
+	t.Setenv("HF_ENDPOINT", hubURL)
+	_, stderr, code = runMain(t, "inspect", "--revision", "v9", "cache-org/Tiny")
 	if code != 1 || strings.Contains(stderr, "note:") {
 		t.Fatalf("uncached revision: exit %d, %q", code, stderr)
 	}

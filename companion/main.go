@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/debug"
 	"strings"
 )
@@ -66,12 +67,21 @@ SOURCE: https://huggingface.co/ORG/NAME[/tree/REV], ORG/NAME, the URL of one
 .safetensors file, a local directory or a local .safetensors file.
 `
 
-// usageError is a mistake on the command line; it prints the usage too:
-// the command's own (its usage line and flags) when the mistake was made
-// in one, else the program's.
-type usageError struct{ msg, help string }
+// usageError is a mistake on the command line. Like every error it is one
+// line on stderr (DESIGN.md's contract); that line ends by saying where the
+// usage is: the command's --help when the mistake was made in one, else the
+// program's.
+type usageError struct{ msg, cmd string }
 
 func (e *usageError) Error() string { return e.msg }
+
+// line is the error's one line, with the pointer to the usage.
+func (e *usageError) line() string {
+	if e.cmd == "" {
+		return e.msg + " (quantscope --help lists the commands)"
+	}
+	return fmt.Sprintf("%s (quantscope %s --help lists its flags)", e.msg, e.cmd)
+}
 
 func main() {
 	// A run is short and its garbage is mostly header strings: trade memory
@@ -81,18 +91,20 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	profEnd()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error: "+oneLine(err.Error()))
-		var ue *usageError
-		if errors.As(err, &ue) {
-			if ue.help != "" {
-				fmt.Fprint(os.Stderr, ue.help)
-			} else {
-				fmt.Fprint(os.Stderr, usage)
-			}
-		}
+		fmt.Fprintln(os.Stderr, "error: "+oneLine(errorLine(err)))
 		os.Exit(1)
 	}
+}
+
+// errorLine is what main prints of err after "error: ".
+func errorLine(err error) string {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return ue.line()
+	}
+	return err.Error()
 }
 
 // oneLine folds a joined or wrapped error onto one line.
@@ -107,11 +119,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	cmd, rest := args[0], args[1:]
 	defer func() {
-		// A bad value of a known command: one line pointing at its help, not
-		// the whole program's usage (that is for a missing or unknown command).
+		// A mistake in a known command points at that command's help.
 		var ue *usageError
-		if errors.As(err, &ue) && ue.help == "" && !strings.HasPrefix(ue.msg, "unknown command") {
-			ue.help = fmt.Sprintf("(quantscope %s --help lists its flags)\n", cmd)
+		if errors.As(err, &ue) && ue.cmd == "" && !strings.HasPrefix(ue.msg, "unknown command") {
+			ue.cmd = cmd
 		}
 	}()
 	switch cmd {
@@ -154,6 +165,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	return &usageError{msg: fmt.Sprintf("unknown command %q", cmd)}
 }
 
+// flagError is the flag package's error, less its own wrapping where the
+// flag's value already said what is wrong with it and named the flag
+// (`invalid value "X" for flag -gpu: --gpu "X": …`).
+func flagError(err error) string {
+	msg := err.Error()
+	if m := wrappedFlagValue.FindStringSubmatchIndex(msg); m != nil && strings.HasPrefix(msg[m[1]:], "--"+msg[m[2]:m[3]]+" ") {
+		return msg[m[1]:]
+	}
+	return msg
+}
+
+var wrappedFlagValue = regexp.MustCompile(`^invalid value ".*" for flag -([\w-]+): `)
+
 // parseFlags parses flags that may come before or after the positional
 // arguments, and checks the positional count.
 func parseFlags(fs *flag.FlagSet, args []string, positional int, names string) ([]string, error) {
@@ -163,7 +187,7 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, names string) (
 		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 			return nil, &helpRequest{commandHelp(fs, names)}
 		} else if err != nil {
-			return nil, &usageError{fmt.Sprintf("%s: %v", fs.Name(), err), commandHelp(fs, names)}
+			return nil, &usageError{fmt.Sprintf("%s: %s", fs.Name(), flagError(err)), fs.Name()}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -173,7 +197,7 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, names string) (
 		args = args[1:]
 	}
 	if len(pos) != positional {
-		return nil, &usageError{fmt.Sprintf("%s wants %s, got %d argument(s)", fs.Name(), names, len(pos)), commandHelp(fs, names)}
+		return nil, &usageError{fmt.Sprintf("%s wants %s, got %d argument(s)", fs.Name(), names, len(pos)), fs.Name()}
 	}
 	return pos, nil
 }

@@ -35,7 +35,8 @@ func openSource(ctx context.Context, source string, sf sourceFlags) (hub.Source,
 
 // resolveSource turns a SOURCE into a hub.Source: an existing local path
 // first; then a repo (or one file of it) that this machine's Hugging Face
-// cache holds at the asked revision, unless --no-cache; then the remote
+// cache holds at the asked revision, unless --no-cache or an --endpoint
+// other than the hub's; then the remote
 // forms, against --endpoint, else $HF_ENDPOINT, else the real hub. The token
 // comes from --token, else $HF_TOKEN where envTokenGoesTo allows.
 func resolveSource(ctx context.Context, source string, sf sourceFlags) (hub.Source, error) {
@@ -82,9 +83,14 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 	}
 	rev := spec.Rev
 	if sf.revision != "" {
+		if rev != "" && rev != sf.revision {
+			return nil, fmt.Errorf("%s names revision %q and --revision says %q: give one", source, rev, sf.revision)
+		}
 		rev = sf.revision
 	}
-	if !sf.noCache && spec.Kind != hub.KindURL {
+	// The Hugging Face cache holds the hub's repos: an --endpoint typed on
+	// the command line names another server, which is read instead.
+	if !sf.noCache && spec.Kind != hub.KindURL && (sf.endpoint == "" || slices.Contains(hub.OfficialHosts, spec.Host())) {
 		c, err := hub.FindCached(hub.CacheDir(), spec.Repo, rev, spec.Path)
 		if err == nil {
 			return c, nil

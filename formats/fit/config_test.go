@@ -116,13 +116,13 @@ func TestParseGPU(t *testing.T) {
 }
 
 func TestParseReserve(t *testing.T) {
-	for s, want := range map[string][2]float64{"0.1": {0.1, 0}, "10%": {0.1, 0}, "0": {0, 0}, "6": {0, 6e9}, "6GB": {0, 6e9}, "0.5GB": {0, 5e8}} {
+	for s, want := range map[string][2]float64{"0.1": {0.1, 0}, "10%": {0.1, 0}, "0": {0, 0}, "6GB": {0, 6e9}, "6 GB": {0, 6e9}, "0.5GB": {0, 5e8}, "0.99": {0.99, 0}} {
 		f, b, err := ParseReserve(s)
 		if err != nil || f != want[0] || float64(b) != want[1] {
 			t.Errorf("ParseReserve(%q) = %v, %v, %v; want %v", s, f, b, err, want)
 		}
 	}
-	for _, bad := range []string{"", "-1", "100%", "x", "1e9"} {
+	for _, bad := range []string{"", "-1", "100%", "x", "1e9", "1", "1.0", "6"} {
 		if _, _, err := ParseReserve(bad); err == nil {
 			t.Errorf("ParseReserve(%q) accepted", bad)
 		}

@@ -291,6 +291,23 @@ func (e *estimator) maxContext(n, batch int, usable uint64, limit int) int {
 	return lo
 }
 
+// counts are the ranges of fit's whole-number options, with their units.
+var counts = map[string]struct {
+	lo, hi int
+	unit   string
+}{"tp": {1, 1024, "GPUs a replica"}, "batch": {1, 1 << 20, "sequences"}, "context": {1, 1 << 26, "tokens"}}
+
+// CheckCount checks one of fit's whole-number options (tp, batch, context)
+// as given: a command line refuses a typed 0 with it, which Options reads as
+// the default.
+func CheckCount(name string, v int) error {
+	c := counts[name]
+	if v < c.lo || v > c.hi {
+		return fmt.Errorf("--%s %d: want %d to %d %s", name, v, c.lo, c.hi, c.unit)
+	}
+	return nil
+}
+
 // Check fills in the defaults (TP 1, batch 1) and rejects impossible
 // options, so a command line can refuse them before reading a repo.
 func (o *Options) Check() error {
@@ -300,13 +317,16 @@ func (o *Options) Check() error {
 	if o.Batch == 0 {
 		o.Batch = 1
 	}
-	switch {
-	case o.TP < 1 || o.TP > 1024:
-		return fmt.Errorf("--tp %d: want 1 to 1024 GPUs", o.TP)
-	case o.Batch < 1 || o.Batch > 1<<20:
-		return fmt.Errorf("--batch %d: want 1 to 1048576 sequences", o.Batch)
-	case o.Context < 0 || o.Context > 1<<26:
-		return fmt.Errorf("--context %d: want 1 to 67108864 tokens", o.Context)
+	if err := CheckCount("tp", o.TP); err != nil {
+		return err
+	}
+	if err := CheckCount("batch", o.Batch); err != nil {
+		return err
+	}
+	if o.Context != 0 { // 0: the config's context
+		if err := CheckCount("context", o.Context); err != nil {
+			return err
+		}
 	}
 	switch o.W4A {
 	case "", "fp8", "nvfp4":

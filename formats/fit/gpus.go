@@ -63,10 +63,12 @@ func ParseGPU(spec string) (GPU, error) {
 const DefaultReserve = 0.10
 
 // ParseReserve reads a --reserve value: a fraction of each GPU below 1
-// ("0.1"), a percentage ("10%"), or decimal GB a GPU from 1 up ("6", "6GB").
+// ("0.1"), a percentage ("10%"), or decimal GB a GPU ("6GB"). A bare number
+// is a fraction only: "1" or "1.5" is refused rather than read as GB, which
+// a fraction's reader would not expect.
 func ParseReserve(s string) (fraction float64, bytes uint64, err error) {
 	t := strings.TrimSpace(s)
-	bad := fmt.Errorf("--reserve %q: want a fraction of each GPU (0.1), a percentage (10%%) or GB a GPU (6GB)", s)
+	bad := fmt.Errorf("--reserve %q: want a fraction of each GPU below 1 (0.1), a percentage (10%%) or GB a GPU (6GB)", s)
 	if p, ok := strings.CutSuffix(t, "%"); ok {
 		v, err := strconv.ParseFloat(p, 64)
 		if err != nil || v < 0 || v >= 100 {
@@ -75,12 +77,15 @@ func ParseReserve(s string) (fraction float64, bytes uint64, err error) {
 		return v / 100, 0, nil
 	}
 	gb, hasGB := strings.CutSuffix(t, "GB")
-	v, err := strconv.ParseFloat(gb, 64)
+	v, err := strconv.ParseFloat(strings.TrimSpace(gb), 64)
 	if err != nil || v < 0 || math.IsInf(v, 0) || v > 1e6 {
 		return 0, 0, bad
 	}
-	if hasGB || v >= 1 {
+	if hasGB {
 		return 0, uint64(math.Round(v * GB)), nil
+	}
+	if v >= 1 {
+		return 0, 0, fmt.Errorf("--reserve %q: a bare number is a fraction of each GPU, below 1; write %sGB for a size, or a percentage (10%%)", s, t)
 	}
 	return v, 0, nil
 }
