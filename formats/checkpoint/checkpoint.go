@@ -70,6 +70,9 @@ type Checkpoint struct {
 	// siblingNote says why the config files beside a one-file source were
 	// set aside ("" when they were read or absent).
 	siblingNote string
+	// setAside are .safetensors files in subfolders of a repo without an
+	// index, which loaders do not read and neither does the inventory.
+	setAside []string
 
 	Source   hub.Source
 	Files    []hub.File

@@ -26,6 +26,7 @@ const (
 	RuleNothingQuantized     = "label-nothing-quantized"
 	RuleSiblingConfig        = "sibling-config"   // one file's neighbouring config.json could not be read: the file is read alone
 	RuleShardUnreadable      = "shard-unreadable" // with Options.KeepGoing: a shard that could not be read
+	RuleSubfolderShard       = "subfolder-shard"  // without an index: a .safetensors file below the repo's top, not read
 )
 
 func (c *Checkpoint) checkRepo(ctx context.Context) []scheme.Finding {
@@ -115,7 +116,12 @@ func indexShard(x *Index, name string) string {
 
 func (c *Checkpoint) checkIndex(ctx context.Context) []scheme.Finding {
 	if c.Index == nil {
-		return nil
+		var out []scheme.Finding
+		for _, p := range c.setAside {
+			out = append(out, scheme.Finding{Rule: RuleSubfolderShard, Severity: scheme.SeverityInfo,
+				Message: fmt.Sprintf("%s is in a subfolder of a repo without an index: loaders read the .safetensors files at the top, and so does this inventory", p)})
+		}
+		return out
 	}
 	var out []scheme.Finding
 	for _, f := range c.Files {

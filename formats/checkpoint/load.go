@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"path"
 	"runtime"
 	"slices"
 	"strings"
@@ -93,12 +95,8 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 				return nil, fmt.Errorf("%s: %s: rule index-missing-shard: weight_map names shard %q, which the repo does not have", src.Name(), indexFile, p)
 			}
 		}
-	} else {
-		for _, f := range files {
-			if strings.HasSuffix(f.Path, ".safetensors") {
-				shardPaths = append(shardPaths, f.Path)
-			}
-		}
+	} else if shardPaths, c.setAside, err = unindexedShards(src.Name(), files); err != nil {
+		return nil, err
 	}
 	if len(shardPaths) == 0 {
 		return nil, fmt.Errorf("%s: rule no-safetensors: the repo holds no .safetensors files", src.Name())
@@ -541,4 +539,38 @@ func (c *Checkpoint) keepCopy(name string, shards []*Shard) *Shard {
 	c.Findings = append(c.Findings, scheme.Finding{Rule: "duplicate-tensor", Severity: scheme.SeverityError, Tensor: name,
 		Message: fmt.Sprintf("tensor is stored in %s; the copy in %s is counted", where, keep.Path)})
 	return keep
+}
+
+// unindexedShards picks the shards of a repo without an index as loaders
+// do: the .safetensors files at its top (transformers reads model.safetensors
+// there), with those in subfolders set aside. With none at the top, the
+// files of one subfolder are the model (a diffusers-style layout); files in
+// several subfolders are several models (a folder of repos, variants side by
+// side), which one inventory would merge into nonsense: refused.
+func unindexedShards(name string, files []hub.File) (shards, aside []string, err error) {
+	dirs := map[string]bool{}
+	for _, f := range files {
+		if !strings.HasSuffix(f.Path, ".safetensors") {
+			continue
+		}
+		if !strings.Contains(f.Path, "/") {
+			shards = append(shards, f.Path)
+			continue
+		}
+		aside = append(aside, f.Path)
+		dirs[path.Dir(f.Path)] = true
+	}
+	if len(shards) > 0 || len(aside) == 0 {
+		return shards, aside, nil
+	}
+	if len(dirs) == 1 {
+		return aside, nil, nil
+	}
+	list := slices.Sorted(maps.Keys(dirs))
+	more := ""
+	if len(list) > 4 {
+		list, more = list[:4], fmt.Sprintf(" and %d more", len(list)-4)
+	}
+	return nil, nil, fmt.Errorf("%s: rule no-safetensors: no .safetensors file at the top of the repo and no index, while %d folders hold some (%s/%s): they are separate models; give one folder as SOURCE",
+		name, len(dirs), strings.Join(list, "/, "), more)
 }
