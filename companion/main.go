@@ -91,7 +91,6 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	profEnd()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error: "+oneLine(errorLine(err)))
 		os.Exit(1)
