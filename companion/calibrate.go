@@ -43,6 +43,11 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if p.Module != "" && *out == "" {
 		return &usageError{msg: "calibrate: --module needs --out FILE (the activations file)"}
 	}
+	if *out != "" {
+		if err := checkOut(*out); err != nil { // before the passes run
+			return err
+		}
+	}
 	c, err := loadCheckpoint(ctx, pos[0], sf)
 	if err != nil {
 		return err
@@ -62,11 +67,20 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Source.Name(), err)
 		}
-		tok, in, err := calib.DumpInputs(ctx, m, d, calib.Options{Progress: progress}, p.Module, *out)
+		x, err := calib.Inputs(ctx, m, d, calib.Options{Progress: progress}, p.Module)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "%s: %d tokens × %d inputs written to %s (little-endian float32)\nnext: quantscope quantize --format nvfp4 --recipe local_hessian --data %s --out FILE %s %s\n", p.Module, tok, in, *out, *out, pos[0], p.Module)
+		// the note first: an old one must never stand beside new inputs
+		for _, w := range []struct {
+			path string
+			data []byte
+		}{{*out + ".json", calib.InputsNote(p.Module, x)}, {*out, calib.F32Bytes(x)}} {
+			if err := writeOut(w.path, func(f *os.File) error { _, err := f.Write(w.data); return err }); err != nil {
+				return err
+			}
+		}
+		_, err = fmt.Fprintf(stdout, "%s: %d tokens × %d inputs written to %s (little-endian float32)\nnext: quantscope quantize --format nvfp4 --recipe local_hessian --data %s --out FILE %s %s\n", p.Module, x.Rows, x.Cols, *out, *out, pos[0], p.Module)
 		return err
 	}
 	res, err := ops.Calibrate(ctx, ops.Env{Checkpoint: c, Backend: cpu.New(), Progress: progress}, p)
@@ -78,8 +92,8 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if *out != "" {
-		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("--out: %w", err)
+		if err := writeOut(*out, func(f *os.File) error { _, err := f.Write(append(b, '\n')); return err }); err != nil {
+			return err
 		}
 	}
 	if *asJSON {

@@ -141,14 +141,17 @@ func parseRows(spec string, rows int) (int, int, error) {
 	}
 	lo, hi := 0, rows
 	var err error
+	notRow := func(v string) error {
+		return fmt.Errorf("--rows %q: %q is not a row number (A:B with A and B whole numbers from 0 to %d, either may be left out)", spec, v, rows)
+	}
 	if a != "" {
 		if lo, err = strconv.Atoi(a); err != nil {
-			return 0, 0, fmt.Errorf("--rows %q: %v", spec, err)
+			return 0, 0, notRow(a)
 		}
 	}
 	if b != "" {
 		if hi, err = strconv.Atoi(b); err != nil {
-			return 0, 0, fmt.Errorf("--rows %q: %v", spec, err)
+			return 0, 0, notRow(b)
 		}
 	}
 	if lo > hi {
@@ -164,18 +167,16 @@ func parseRows(spec string, rows int) (int, int, error) {
 }
 
 func writeFloats(path string, v []float32) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	var buf []byte
-	for len(v) > 0 {
-		n := min(len(v), 1<<18)
-		if buf, err = writeLE(f, buf, v[:n]); err != nil {
-			f.Close()
-			return fmt.Errorf("%s: %w", path, err)
+	return writeOut(path, func(f *os.File) error {
+		var buf []byte
+		var err error
+		for len(v) > 0 {
+			n := min(len(v), 1<<18)
+			if buf, err = writeLE(f, buf, v[:n]); err != nil {
+				return err
+			}
+			v = v[n:]
 		}
-		v = v[n:]
-	}
-	return f.Close()
+		return nil
+	})
 }

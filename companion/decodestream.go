@@ -37,17 +37,18 @@ func decodeModule(ctx context.Context, c *checkpoint.Checkpoint, m *scheme.Modul
 		return err
 	}
 	src := sliceSource{full, lo, hi}
+	var o *outFile
 	var f *os.File
 	if out != "" {
-		if f, err = os.Create(out); err != nil {
+		if o, err = createOut(out); err != nil {
 			return err
 		}
+		f = o.f
 		defer func() {
-			if cerr := f.Close(); err == nil && cerr != nil {
-				err = fmt.Errorf("%s: %w", out, cerr)
-			}
-			if err != nil {
-				os.Remove(out) // no partial file
+			if err == nil {
+				err = o.commit()
+			} else {
+				o.abort() // what was at --out stays
 			}
 		}()
 	}
@@ -56,7 +57,7 @@ func decodeModule(ctx context.Context, c *checkpoint.Checkpoint, m *scheme.Modul
 		if f != nil {
 			var werr error
 			if buf, werr = writeLE(f, buf, b.Values); werr != nil {
-				return fmt.Errorf("%s: %w", out, werr)
+				return o.wrap(werr)
 			}
 		}
 		return nil
@@ -65,22 +66,26 @@ func decodeModule(ctx context.Context, c *checkpoint.Checkpoint, m *scheme.Modul
 	if !asJSON {
 		// Each worker writes the bands it decoded at their own offsets
 		// (pwrite), so the copies into the page cache run on every core
-		// instead of one writer; the file gets its full size first.
-		var each func(int, *kernels.Band) error
-		if f != nil {
+		// instead of one writer; the file gets its full size first. A
+		// device or pipe takes the bands front to back.
+		opt := kernels.StatsOptions{Moments: true}
+		switch {
+		case f != nil && o.seekable():
 			rowBytes := 4 * int64(cols)
 			if err := f.Truncate(int64(hi-lo) * rowBytes); err != nil {
-				return fmt.Errorf("%s: %w", out, err)
+				return o.wrap(err)
 			}
-			each = func(_ int, b *kernels.Band) error {
+			opt.Each = func(_ int, b *kernels.Band) error {
 				var werr error
 				if b.Aux, werr = writeLEAt(f, b.Aux, b.Values, int64(b.Lo)*rowBytes); werr != nil {
-					return fmt.Errorf("%s: %w", out, werr)
+					return o.wrap(werr)
 				}
 				return nil
 			}
+		case f != nil:
+			opt.Sink = sink
 		}
-		st, err := be.Stats(ctx, src, kernels.StatsOptions{Each: each, Moments: true})
+		st, err := be.Stats(ctx, src, opt)
 		if err != nil {
 			return err
 		}

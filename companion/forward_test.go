@@ -249,7 +249,12 @@ func TestForwardText(t *testing.T) {
 		t.Errorf("eval --text %s != eval --data of its ids %s", a.String(), bb.String())
 	}
 	os.Remove(filepath.Join(gptq, "tokenizer.json"))
-	if _, stderr, code := runMain(t, "forward", "--text", "hello", gptq); code != 1 || !strings.Contains(stderr, "no tokenizer.json: give token ids (--tokens)") {
+	if _, stderr, code := runMain(t, "forward", "--text", "hello", gptq); code != 1 || !strings.Contains(stderr, "no tokenizer.json to tokenize text with: give token ids with --tokens instead of --text") {
 		t.Errorf("a repo without tokenizer.json: exit %d, %q", code, stderr)
+	}
+	// eval has no --tokens: its ids come in a --data file
+	os.WriteFile(txt, []byte("hello\n"), 0o644)
+	if _, stderr, code := runMain(t, "eval", "--text", txt, gptq); code != 1 || !strings.Contains(stderr, "no tokenizer.json to tokenize text with: give a file of token id lines with --data instead of --text") {
+		t.Errorf("eval on a repo without tokenizer.json: exit %d, %q", code, stderr)
 	}
 }

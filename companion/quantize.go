@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,14 +34,8 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *out == "" {
 		return &usageError{msg: "quantize: --out FILE is required"}
 	}
-	if fi, err := os.Stat(filepath.Dir(*out)); err != nil || !fi.IsDir() { // before reading or computing anything
-		why := "is not a folder"
-		if errors.Is(err, os.ErrNotExist) {
-			why = "does not exist"
-		} else if err != nil {
-			why = "cannot be used: " + err.Error()
-		}
-		return fmt.Errorf("--out %s: its folder %s %s", *out, filepath.Dir(*out), why)
+	if err := checkOut(*out); err != nil { // before reading or computing anything
+		return err
 	}
 	if p.Recipe == kernels.RecipeLocalHessian && p.Data == "" {
 		return fmt.Errorf("quantize: rule local-hessian-data: recipe local_hessian needs --data FILE, a little-endian float32 file of [tokens, in] calibration activations")
@@ -61,18 +54,11 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	tmp := *out + ".partial" // written whole, then renamed: no half file under the name asked for
-	if err := os.WriteFile(tmp, res.Files[0].Data, 0o644); err != nil {
-		os.Remove(tmp)
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // it names the temporary file, which the user never named
-		}
-		return fmt.Errorf("--out %s: %w", *out, err)
-	}
-	if err := os.Rename(tmp, *out); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("--out %s: %w", *out, err)
+	if err := writeOut(*out, func(f *os.File) error {
+		_, err := f.Write(res.Files[0].Data)
+		return err
+	}); err != nil {
+		return err
 	}
 	j := res.JSON.(map[string]any)
 	_, err = fmt.Fprintf(stdout, "wrote %s: %s %v (%s, %s naming), %d bytes: %s\n", *out, j["format"], j["shape"], j["recipe"], j["naming"],

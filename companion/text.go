@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -14,6 +15,9 @@ import (
 // tokenizers library's encode does by default.
 func encodeText(ctx context.Context, m *model.Model, text string) ([]int, *tokenizer.Tokenizer, error) {
 	tok, err := tokenizer.Load(ctx, m.Checkpoint().Source)
+	if errors.Is(err, tokenizer.ErrNoTokenizer) {
+		return nil, nil, fmt.Errorf("%w: give token ids with --tokens instead of --text", err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -42,6 +46,9 @@ func textLines(path string, b []byte) ([]string, error) {
 // encodeLines tokenizes each line with the model's tokenizer.json.
 func encodeLines(ctx context.Context, m *model.Model, lines []string, path string) ([][]int, error) {
 	tok, err := tokenizer.Load(ctx, m.Checkpoint().Source)
+	if errors.Is(err, tokenizer.ErrNoTokenizer) {
+		return nil, fmt.Errorf("%w: give a file of token id lines with --data instead of --text", err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -152,6 +153,9 @@ func evalData(ctx context.Context, env Env, p EvalParams) ([][]int, string, erro
 		}
 	}
 	tok, err := tokenizer.Load(ctx, env.Checkpoint.Source)
+	if errors.Is(err, tokenizer.ErrNoTokenizer) {
+		return nil, "", fmt.Errorf("eval: %w: give token id lines (data_file) instead of text", err)
+	}
 	if err != nil {
 		return nil, "", err
 	}

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 
@@ -75,6 +76,9 @@ func forwardOp(ctx context.Context, env Env, module string, raw json.RawMessage)
 	}
 	tok, tokErr := tokenizer.Load(ctx, env.Checkpoint.Source) // shows the top tokens; text needs it
 	if p.Text != "" {
+		if errors.Is(tokErr, tokenizer.ErrNoTokenizer) {
+			return nil, fmt.Errorf("forward: %w: give token ids (tokens) instead of text", tokErr)
+		}
 		if tokErr != nil {
 			return nil, tokErr
 		}
