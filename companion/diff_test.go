@@ -137,6 +137,9 @@ func TestDiffHuman(t *testing.T) {
 func TestDiffBadInput(t *testing.T) {
 	dir := demo(t)
 	a := filepath.Join(dir, synth.Org, "DeepSeek-mini-FP8")
+	if err := writeBroken(filepath.Join(dir, synth.Org, "broken-header")); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -144,6 +147,10 @@ func TestDiffBadInput(t *testing.T) {
 		{[]string{"diff", a}, "SOURCE_A SOURCE_B"},
 		{[]string{"diff", a, filepath.Join(dir, "no-such-repo")}, "no-such-repo"},
 		{[]string{"diff", filepath.Join(dir, "no-such-repo"), a}, "no-such-repo"},
+		// a broken shard's error says which of the two repos holds it
+		{[]string{"diff", a, filepath.Join(dir, synth.Org, "broken-header")}, filepath.Join(dir, synth.Org, "broken-header") + ": model.safetensors: tensor \"model.norm.weight\": rule contiguous"},
+		// one file: the path as given, once
+		{[]string{"inspect", filepath.Join(dir, synth.Org, "broken-header", "model.safetensors")}, "error: " + filepath.Join(dir, synth.Org, "broken-header", "model.safetensors") + ": tensor \"model.norm.weight\""},
 	} {
 		stdout, stderr, code := runMain(t, c.args...)
 		first, _, _ := strings.Cut(stderr, "\n")

@@ -236,7 +236,35 @@ func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard m
 			return nil
 		}
 	}
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = inSource(c.Source, paths[i], err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// sourceError is a shard's error said with the source it is in, so that
+// a command reading two repos (diff) or a folder tells which one failed.
+type sourceError struct {
+	msg string
+	err error
+}
+
+func (e *sourceError) Error() string { return e.msg }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// inSource names the source in shard p's error, which starts with p: a
+// repo's name goes in front ("ORG/NAME@main: model-00001….safetensors: …"),
+// and a one-file source's name (the path or URL the user gave) stands for p.
+func inSource(src hub.Source, p string, err error) error {
+	name, msg := src.Name(), err.Error()
+	if one, ok := src.(hub.OneFile); ok && one.OneFile() && strings.HasPrefix(msg, p+":") {
+		if name == p || strings.HasSuffix(name, "/"+p) || strings.HasSuffix(name, ":"+p) {
+			return &sourceError{name + msg[len(p):], err}
+		}
+	}
+	return &sourceError{name + ": " + msg, err}
 }
 
 // digest groups and checks one shard's tensors on their own, their infos

@@ -108,14 +108,31 @@ func PrefixNeed(file string, prefix []byte, size int64) (int64, error) {
 		return 0, &FormatError{File: file, Offset: 0, Rule: RuleHeaderLength, Msg: "header length is 0"}
 	}
 	if n > MaxHeaderLen {
-		return 0, &FormatError{File: file, Offset: 0, Rule: RuleHeaderTooBig, Err: ErrHeaderTooLarge,
-			Msg: fmt.Sprintf("header length %d exceeds the limit of %d", n, MaxHeaderLen)}
+		msg := fmt.Sprintf("header length %d exceeds the limit of %d", n, MaxHeaderLen)
+		if looksLikeText(prefix[:8]) {
+			// JSON, HTML, a Git LFS pointer, a pickle's text: not a
+			// safetensors file at all, which starts with a binary length.
+			msg = fmt.Sprintf("not a safetensors file: it starts with text (%q) where a safetensors file has its header's 8-byte length; %s", prefix[:8], msg)
+		}
+		return 0, &FormatError{File: file, Offset: 0, Rule: RuleHeaderTooBig, Err: ErrHeaderTooLarge, Msg: msg}
 	}
 	if size >= 0 && n > uint64(size)-8 {
 		return 0, &FormatError{File: file, Offset: 0, Rule: RuleHeaderBounds,
 			Msg: fmt.Sprintf("header length %d runs past the end of the %d-byte file", n, size)}
 	}
 	return 8 + int64(n), nil
+}
+
+// looksLikeText tells whether b is printable ASCII (spaces and line ends
+// included): a header length of 8 such bytes is at least 2^53, far past any
+// real header.
+func looksLikeText(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 || c > 0x7e) && c != '\n' && c != '\r' && c != '\t' {
+			return false
+		}
+	}
+	return true
 }
 
 // ParsePrefix parses the header from the first bytes of a file. size is the

@@ -190,6 +190,24 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// A file that starts with text (JSON, HTML, a Git LFS pointer saved under
+// the shard's name) is said to be no safetensors file, not only a length
+// past the limit.
+func TestTextIsNotSafetensors(t *testing.T) {
+	for _, start := range []string{`{"a":1}` + "\n", "version https://git-lfs.github.com/spec/v1\n", "<!DOCTYPE html>"} {
+		_, err := ParsePrefix("x.safetensors", []byte(start), int64(len(start)))
+		var fe *FormatError
+		if !errors.As(err, &fe) || fe.Rule != RuleHeaderTooBig || !strings.Contains(err.Error(), "not a safetensors file: it starts with text") {
+			t.Errorf("%q: %v", start, err)
+		}
+	}
+	b := make([]byte, 16)
+	binary.LittleEndian.PutUint64(b, 90_000_000_000)
+	if _, err := ParsePrefix("x.safetensors", b, 16); err == nil || strings.Contains(err.Error(), "starts with text") {
+		t.Errorf("a binary length past the limit: %v", err)
+	}
+}
+
 func TestAccepted(t *testing.T) {
 	for name, js := range map[string]string{
 		"leading whitespace":   " \n\t{}",
