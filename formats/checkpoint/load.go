@@ -256,13 +256,12 @@ func (e *sourceError) Unwrap() error { return e.err }
 
 // inSource names the source in shard p's error, which starts with p: a
 // repo's name goes in front ("ORG/NAME@main: model-00001….safetensors: …"),
-// and a one-file source's name (the path or URL the user gave) stands for p.
+// and a one-file source's name (the path or URL the user gave, which ends
+// with p) stands for p.
 func inSource(src hub.Source, p string, err error) error {
 	name, msg := src.Name(), err.Error()
-	if one, ok := src.(hub.OneFile); ok && one.OneFile() && strings.HasPrefix(msg, p+":") {
-		if name == p || strings.HasSuffix(name, "/"+p) || strings.HasSuffix(name, ":"+p) {
-			return &sourceError{name + msg[len(p):], err}
-		}
+	if strings.HasPrefix(msg, p+":") && (name == p || strings.HasSuffix(name, "/"+p) || strings.HasSuffix(name, ":"+p)) {
+		return &sourceError{name + msg[len(p):], err}
 	}
 	return &sourceError{name + ": " + msg, err}
 }
@@ -310,6 +309,9 @@ type sharedReader interface {
 func readShard(ctx context.Context, src hub.Source, p string, guess int64) (*Shard, error) {
 	r, size, err := src.Open(ctx, p)
 	if err != nil {
+		if strings.HasPrefix(err.Error(), p+": ") {
+			return nil, err // a remote file's errors name it already
+		}
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	s := &Shard{Path: p, Size: size, r: r}

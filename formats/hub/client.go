@@ -245,8 +245,14 @@ func (c *Client) roundTrip(ctx context.Context, u, rng string) (*Response, meta,
 		c.requests.Add(1)
 		resp, err := c.fetcher.Fetch(ctx, req)
 		if err != nil {
+			// url.Error's text repeats the URL (unredacted): its cause alone,
+			// kept permanent where it was
 			if ue, ok := err.(*url.Error); ok {
-				err = ue.Err // its text repeats the URL (unredacted)
+				err = ue.Err
+			} else if pe, ok := err.(*permanentError); ok {
+				if ue, ok := pe.error.(*url.Error); ok {
+					err = &permanentError{ue.Err}
+				}
 			}
 			return nil, m, fmt.Errorf("GET %s: %w", redact(u), err)
 		}
@@ -376,6 +382,9 @@ func (c *Client) statusError(u string, resp *Response) *HTTPError {
 	}
 	if json.Unmarshal(body, &j) == nil && strings.TrimSpace(j.Error) != "" {
 		msg = strings.Join(strings.Fields(j.Error), " ") // the hub's {"error": "..."}: its words, not its JSON
+	} else if isHTML(resp.Get("content-type"), body) {
+		// a web page, not the hub's API: its markup says nothing useful
+		msg = "the server answered with a web page, not the Hugging Face hub's API: is the endpoint a hub?"
 	}
 	if len(msg) > 200 {
 		msg = msg[:200] + "…"
@@ -427,6 +436,16 @@ func (c *Client) statusError(u string, resp *Response) *HTTPError {
 		e.RetryAfter = rateLimitReset(resp.Get("ratelimit"))
 	}
 	return e
+}
+
+// isHTML tells an HTML page (a web server's or a proxy's error page) by its
+// content type or its first bytes.
+func isHTML(contentType string, body []byte) bool {
+	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(contentType)), "text/html") {
+		return true
+	}
+	b := strings.ToLower(strings.TrimSpace(string(body[:min(len(body), 64)])))
+	return strings.HasPrefix(b, "<!doctype html") || strings.HasPrefix(b, "<html")
 }
 
 // redact drops query strings (CDN signatures) from URLs shown to people.

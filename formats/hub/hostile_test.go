@@ -555,6 +555,13 @@ func TestErrorTexts(t *testing.T) {
 	if !strings.HasSuffix(e.Error(), "not found: Repository not found") {
 		t.Errorf("404 with a JSON body: %q", e.Error())
 	}
+	// A web server that is no hub answers with its HTML error page: said
+	// so, without the markup.
+	e = c.statusError("http://127.0.0.1:8000/api/models/a/b", &Response{Status: 404, Header: map[string]string{"content-type": "text/html; charset=utf-8"},
+		Body: io.NopCloser(strings.NewReader("<!DOCTYPE HTML>\n<html><head><title>Error response</title></head><body><h1>Error response</h1></body></html>"))})
+	if s := e.Error(); strings.Contains(s, "<") || !strings.Contains(s, "not found: the server answered with a web page, not the Hugging Face hub's API: is the endpoint a hub?") {
+		t.Errorf("404 with an HTML page: %q", s)
+	}
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := srv.URL
 	srv.Close() // nothing listens there now
