@@ -202,5 +202,15 @@ func TestPhoneWidth(t *testing.T) {
 	if eval[bool](t, ctx, `document.documentElement.scrollWidth > window.innerWidth + 1`) {
 		t.Error("the page overflows a 390 px wide screen")
 	}
+	// The repo field is the one a person types into: it gets the row (it
+	// was squeezed to 17 px beside the revision and compare fields).
+	if w := eval[float64](t, ctx, `document.getElementById("source").getBoundingClientRect().width`); w < 300 {
+		t.Errorf("the repo field is %.0f px wide on a 390 px phone", w)
+	}
+	for _, id := range []string{"rev", "compare", "open-btn"} {
+		if r := eval[float64](t, ctx, `document.getElementById("`+id+`").getBoundingClientRect().right`); r > 391 {
+			t.Errorf("#%s ends at %.0f px, past the 390 px screen", id, r)
+		}
+	}
 	shot(t, ctx, "phone")
 }
