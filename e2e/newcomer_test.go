@@ -254,6 +254,11 @@ func newcomerGatedAndIcon(t *testing.T, base string, ctx context.Context) {
 	if strings.Contains(card, "--token") || strings.Contains(card, "HF_TOKEN") || !strings.Contains(card, "Settings") || !strings.Contains(card, "hf_quantscope_demo") {
 		t.Errorf("gated error card: %q", card)
 	}
+	// The hub's X-Error-Code reaches the page (exposed to CORS, as the hub
+	// does), so the detail says gated, not "repository not found".
+	if msg := eval[string](t, ctx, `document.getElementById("error-message").textContent`); !strings.Contains(msg, "the repo is gated") || strings.Contains(msg, "not found") {
+		t.Errorf("gated error detail: %q", msg)
+	}
 }
 
 // The report as a newcomer meets it, in one browser against one server (the

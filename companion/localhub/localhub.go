@@ -195,7 +195,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.Set("Access-Control-Allow-Origin", "*")
 	}
-	h.Set("Access-Control-Expose-Headers", "Content-Range, Content-Length, Accept-Ranges, ETag, X-Linked-Size, X-Linked-ETag, X-Repo-Commit, Link, Location")
+	h.Set("Access-Control-Expose-Headers", "Content-Range, Content-Length, Accept-Ranges, ETag, X-Linked-Size, X-Linked-ETag, X-Repo-Commit, X-Error-Code, X-Error-Message, Link, Location")
 	if r.Method == http.MethodOptions {
 		h.Set("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
 		h.Set("Access-Control-Allow-Headers", "Range, Authorization, Content-Type, If-None-Match")

@@ -113,7 +113,7 @@ func TestCORS(t *testing.T) {
 	}
 	r2, _ := get(t, srv.URL+"/org/model/resolve/main/model.safetensors", map[string]string{"Origin": "http://page.test"})
 	exp := r2.Header.Get("Access-Control-Expose-Headers")
-	for _, h := range []string{"Content-Range", "Content-Length", "ETag", "X-Linked-Size", "X-Repo-Commit"} {
+	for _, h := range []string{"Content-Range", "Content-Length", "ETag", "X-Linked-Size", "X-Repo-Commit", "X-Error-Code", "X-Error-Message"} {
 		if !strings.Contains(exp, h) {
 			t.Errorf("Expose-Headers lacks %s: %q", h, exp)
 		}

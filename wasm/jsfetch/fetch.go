@@ -23,7 +23,7 @@ type Fetcher struct{}
 // headers the hub client reads; the browser exposes only those the server
 // lists in Access-Control-Expose-Headers.
 var wanted = []string{"content-range", "content-length", "etag", "x-linked-etag", "x-linked-size",
-	"x-repo-commit", "link", "location", "retry-after", "content-type"}
+	"x-repo-commit", "link", "location", "retry-after", "content-type", "x-error-code", "x-error-message", "ratelimit"}
 
 // FollowsRedirects: fetch() follows them (hub.RedirectFollower), so the
 // client reads each file through its hub URL and lets the browser take the
