@@ -130,3 +130,51 @@ func TestW4APanel(t *testing.T) {
 	eval[bool](t, ctx, `(companion.disconnect(), true)`)
 	waitJS(t, ctx, `document.getElementById("w4a").hidden`, 10*time.Second)
 }
+
+// The card offers only what the forward can run on the repo on screen: on
+// a model that is no Llama neither job; on a dense Llama the perplexity
+// alone (W4A and the calibration, which measures W4A's producers, say why
+// not), and token ids where the repo has no tokenizer.json. The dense
+// perplexity then runs and equals `quantscope eval --json`'s.
+func TestW4APanelOffersWhatRuns(t *testing.T) {
+	ctx := newBrowser(t, 1366, 1400)
+	base, token := serveToken(t, "--demo")
+	open := func(repo string) {
+		do(t, ctx, chromedp.Navigate(base+"/?token="+token+"&source="+repo))
+		waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(repo)+" && companion.connected()", 60*time.Second)
+		waitJS(t, ctx, `!document.getElementById("w4a").hidden`, 10*time.Second)
+	}
+	open(synth.Org + "/gpt-oss-tiny-MXFP4")
+	if why := eval[string](t, ctx, `document.getElementById("w4a-why").textContent`); !strings.Contains(why, "runs Llama decoders") || !strings.Contains(why, "gpt_oss") ||
+		!eval[bool](t, ctx, `document.getElementById("w4a-eval").disabled && document.getElementById("w4a-calib").disabled`) {
+		t.Errorf("gpt-oss: jobs offered, or %q", why)
+	}
+
+	repo := synth.Org + "/Llama-tiny-NVFP4" // a Llama, NVFP4 weights, no tokenizer.json
+	open(repo)
+	why := eval[string](t, ctx, `document.getElementById("w4a-why").textContent`)
+	st := eval[map[string]any](t, ctx, `(() => { const $ = id => document.getElementById(id);
+		return { mode: $("w4a-mode").value, fp8: $("w4a-mode").options[0].disabled, eval: $("w4a-eval").disabled, calib: $("w4a-calib").disabled,
+		  kind: $("w4a-kind").value, text: $("w4a-kind").options[0].disabled, lines: $("w4a-text").value }; })()`)
+	if !strings.Contains(why, "dense only") || !strings.Contains(why, "W4A needs GPTQ INT4") || !strings.Contains(why, "no tokenizer.json") ||
+		st["mode"] != "none" || st["fp8"] != true || st["eval"] != false || st["calib"] != true || st["kind"] != "ids" || st["text"] != true {
+		t.Fatalf("dense Llama without a tokenizer: %q %v", why, st)
+	}
+	eval[bool](t, ctx, `(document.getElementById("w4a-eval").click(), true)`)
+	waitJS(t, ctx, `["done","error"].includes(document.getElementById("w4a").dataset.state)`, 120*time.Second)
+	if s := eval[string](t, ctx, `document.getElementById("w4a").dataset.state + ": " + document.getElementById("w4a-status").textContent`); !strings.HasPrefix(s, "done") {
+		t.Fatalf("dense eval job: %s", s)
+	}
+	ppl := eval[string](t, ctx, `document.getElementById("w4a-dense-ppl").dataset.value`)
+	f := filepath.Join(t.TempDir(), "ids.txt")
+	if err := os.WriteFile(f, []byte(st["lines"].(string)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cli struct{ Perplexity float64 }
+	if err := json.Unmarshal(quantscope(t, "eval", "--json", "--data", f, "--endpoint", base, repo), &cli); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := strconv.ParseFloat(ppl, 64); got != cli.Perplexity {
+		t.Errorf("dense perplexity on the page %s, eval --json %v", ppl, cli.Perplexity)
+	}
+}

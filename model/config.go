@@ -13,8 +13,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
+
+	"github.com/quantscope/quantscope/formats/anatomy"
 )
 
 // Config is what the Llama forward reads from config.json.
@@ -73,7 +74,7 @@ func ParseConfig(configJSON []byte) (*Config, error) {
 	if r.TextConfig != nil {
 		r = *r.TextConfig
 	}
-	if r.ModelType != "llama" && !slices.Contains(r.Architectures, "LlamaForCausalLM") {
+	if !anatomy.IsLlama(r.ModelType, r.Architectures) {
 		return nil, fmt.Errorf("config.json: model_type %q (architectures %v): the forward runs Llama decoders (LlamaForCausalLM) only", r.ModelType, r.Architectures)
 	}
 	if r.HiddenAct != "" && r.HiddenAct != "silu" {

@@ -41,6 +41,27 @@ function w4aShow() {
   $("w4a-calib-data").disabled = !files;
   $("w4a-calib-data").placeholder = files ? "calibration ids file, relative to the companion's --in-dir" :
     "no local files on this companion";
+  // What the forward can run on this repo (the inventory's "forward"): a
+  // Llama decoder, W4A on GPTQ INT4 projections, text with a tokenizer.json.
+  const f = (w4aUI.inv || {}).forward || {};
+  const llama = !!f.llama, w4aWhy = f.w4a_refused ? f.w4a_refused.replace(/--w4a needs/, "W4A needs") : "";
+  if (!llama) {
+    $("w4a-eval").disabled = $("w4a-calib").disabled = true;
+  } else if (w4aWhy) {
+    $("w4a-calib").disabled = true; // act_max measures the W4A forward's producers
+  }
+  for (const o of $("w4a-mode").options) o.disabled = o.value !== "none" && !!w4aWhy;
+  if (w4aWhy && $("w4a-mode").value !== "none") $("w4a-mode").value = "none";
+  if (!w4aWhy && $("w4a-mode").value === "none" && !w4aUI.modeChosen) $("w4a-mode").value = "fp8";
+  $("w4a-kind").options[0].disabled = !f.tokenizer;
+  if (!f.tokenizer && $("w4a-kind").value === "text") {
+    $("w4a-kind").value = "ids";
+    if ($("w4a-text").value === w4aDefaultText) $("w4a-text").value = w4aDefaultIDs;
+  }
+  $("w4a-why").textContent = !llama ? `The companion's forward runs Llama decoders (LlamaForCausalLM); this repo's model is ` +
+      `${f.model_type || "not stated"}${(f.architectures || []).length ? " (" + f.architectures.join(", ") + ")" : ""}, so neither job can run on it.` :
+    [w4aWhy ? `Perplexity runs dense only, and calibration not at all: ${w4aWhy}.` : "",
+      f.tokenizer ? "" : "The repo has no tokenizer.json: give token ids, one sequence per line."].filter(Boolean).join(" ");
   const missing = ["eval", "calibrate"].filter(o => !ops.includes(o));
   $("w4a-ops").textContent = missing.length ? "This companion has no " + missing.map(o => `"${o}"`).join(" or ") +
     " operation (it offers " + (ops.join(", ") || "none") + "); update quantscope to run it." : "";
@@ -49,15 +70,20 @@ function w4aShow() {
 }
 window.addEventListener("companion", w4aShow);
 
+const w4aDefaultText = "The quick brown fox jumps over the lazy dog.\nPerplexity is the exponential of the mean negative log likelihood.";
+const w4aDefaultIDs = "1 2 3 4 5 6 7 8\n9 10 11 12 13 14 15 16"; // small ids: inside any vocabulary
+
 function w4aControls() {
   const text = el("textarea", { id: "w4a-text", rows: 4, spellcheck: "false",
     placeholder: "one sequence per line: text (tokenized by the repo's tokenizer.json) or token ids" });
-  text.value = "The quick brown fox jumps over the lazy dog.\nPerplexity is the exponential of the mean negative log likelihood.";
+  text.value = w4aDefaultText;
   const kind = el("select", { id: "w4a-kind" }, el("option", { value: "text", text: "text" }), el("option", { value: "ids", text: "token ids" }));
-  const mode = el("select", { id: "w4a-mode" }, el("option", { value: "fp8", text: "W4A-FP8" }), el("option", { value: "nvfp4", text: "W4A-NVFP4" }));
+  const mode = el("select", { id: "w4a-mode", onchange: () => { w4aUI.modeChosen = true; } },
+    el("option", { value: "fp8", text: "W4A-FP8" }), el("option", { value: "nvfp4", text: "W4A-NVFP4" }), el("option", { value: "none", text: "nothing (dense only)" }));
   const recipe = el("select", { id: "w4a-recipe" }, ...["least_squares", "nvidia", "four_six", "least_squares_grid"].map(r => el("option", { value: r, text: r })));
   return el("div", {},
     el("p", { class: "hint", text: "Runs on the connected companion, layer by layer: perplexity dense vs W4A, and the act_max calibration (GPT-QModel's producer maximum)." }),
+    el("p", { id: "w4a-why", class: "warn-text" }),
     el("p", { id: "w4a-ops", class: "warn-text" }),
     el("p", { id: "w4a-files", class: "hint" }),
     text,
@@ -111,9 +137,9 @@ async function w4aRun(op, params, inline) {
 
 async function w4aEval() {
   const mode = $("w4a-mode").value;
-  const r = await w4aRun("eval", { w4a: mode, compare: true }, true);
+  const r = await w4aRun("eval", mode === "none" ? { w4a: "none" } : { w4a: mode, compare: true }, true);
   if (!r) return;
-  const j = r.json;
+  const j = mode === "none" ? { dense: r.json } : r.json;
   const row = (name, p, id) => el("tr", {}, el("th", { text: name }),
     el("td", { text: String(p.tokens) }),
     el("td", { id: id + "-nll", text: p.nll.toFixed(6), data: { value: String(p.nll) } }),
@@ -121,16 +147,16 @@ async function w4aEval() {
   const d = j.difference;
   const table = el("table", { class: "small", id: "w4a-ppl" },
     el("tr", {}, el("th", { text: "" }), el("th", { text: "tokens" }), el("th", { text: "mean NLL" }), el("th", { text: "perplexity" })),
-    row("dense", j.dense, "w4a-dense"), row("W4A " + j.w4a_mode, j.w4a, "w4a-w4a"),
-    el("tr", {}, el("th", { text: "difference" }), el("td", {}),
+    row("dense", j.dense, "w4a-dense"), d ? row("W4A " + j.w4a_mode, j.w4a, "w4a-w4a") : null,
+    d ? el("tr", {}, el("th", { text: "difference" }), el("td", {}),
       el("td", { text: (d.nll >= 0 ? "+" : "") + d.nll.toFixed(6) }),
-      el("td", { id: "w4a-ratio", text: `${d.perplexity >= 0 ? "+" : ""}${d.perplexity.toFixed(4)} (×${d.perplexity_ratio.toFixed(5)})`, data: { value: String(d.perplexity_ratio) } })));
-  const dense = r.arrays["nll.none"], w4 = r.arrays["nll." + j.w4a_mode];
+      el("td", { id: "w4a-ratio", text: `${d.perplexity >= 0 ? "+" : ""}${d.perplexity.toFixed(4)} (×${d.perplexity_ratio.toFixed(5)})`, data: { value: String(d.perplexity_ratio) } })) : null);
+  const dense = r.arrays["nll.none"], w4 = d ? r.arrays["nll." + j.w4a_mode] : null;
   const canvas = el("canvas", { id: "w4a-lines-plot", class: "w4a-plot" });
-  $("w4a-eval-out").replaceChildren(el("h3", { text: "Perplexity" }), table, el("p", { class: "hint", text: j.note }),
+  $("w4a-eval-out").replaceChildren(el("h3", { text: "Perplexity" }), table, j.note ? el("p", { class: "hint", text: j.note }) : null,
     el("h3", { text: "Mean NLL per line" }), canvas);
   w4aPlot(canvas, [{ name: "dense", values: dense ? Array.from(dense.data) : [], color: "--f-dense" },
-    { name: "W4A " + j.w4a_mode, values: w4 ? Array.from(w4.data) : [], color: "--f-fp8" }], { xlabel: "line", ylabel: "NLL" });
+    ...(d ? [{ name: "W4A " + j.w4a_mode, values: w4 ? Array.from(w4.data) : [], color: "--f-fp8" }] : [])], { xlabel: "line", ylabel: "NLL" });
 }
 
 // The producers of a decoder layer, in NUMERICS.md's order

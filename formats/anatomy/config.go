@@ -3,6 +3,7 @@ package anatomy
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -268,4 +269,11 @@ func (v *intOrList) UnmarshalJSON(b []byte) error {
 	}
 	*v = intOrList(n)
 	return nil
+}
+
+// IsLlama says whether a config describes a Llama decoder, the one
+// architecture quantscope's forward runs: model_type "llama" or the
+// LlamaForCausalLM architecture.
+func IsLlama(modelType string, architectures []string) bool {
+	return modelType == "llama" || slices.Contains(architectures, "LlamaForCausalLM")
 }

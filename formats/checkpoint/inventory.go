@@ -48,6 +48,9 @@ type Inventory struct {
 	Files    []hub.File       `json:"files"`
 	Fetch    hub.Stats        `json:"fetch"`
 
+	// Forward is what the companion's forward can run on the repo.
+	Forward ForwardInfo `json:"forward"`
+
 	// Layers is the layer map: per row (embeddings, each decoder layer, extra
 	// layers, head, other) and slot, the stored formats, bytes and parameters.
 	Layers []LayerRow `json:"layers"`
@@ -102,6 +105,7 @@ func (c *Checkpoint) inventory(withTensors bool) *Inventory {
 		Findings: slices.Clone(c.Findings),
 		Files:    c.Files,
 		Layers:   Layers(c.Modules, numHiddenLayers(c.Config)),
+		Forward:  c.forwardInfo(),
 	}
 	if inv.Findings == nil {
 		inv.Findings = []scheme.Finding{}

@@ -77,7 +77,7 @@ func (inv *Inventory) WriteJSON(w io.Writer) error {
 	for _, f := range []struct {
 		name string
 		v    any
-	}{{"findings", inv.Findings}, {"files", inv.Files}, {"fetch", inv.Fetch}, {"layers", inv.Layers}} {
+	}{{"findings", inv.Findings}, {"files", inv.Files}, {"fetch", inv.Fetch}, {"forward", inv.Forward}, {"layers", inv.Layers}} {
 		if err := field(false, f.name, f.v); err != nil {
 			return err
 		}
