@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,8 +94,21 @@ func TestFitCard(t *testing.T) {
 	// A GPU the catalog lacks, without its size: the engine's error, in the card.
 	eval[bool](t, ctx, `(() => { const c = document.getElementById("fit-custom"); c.value = "A100"; c.dispatchEvent(new Event("change")); return true; })()`)
 	waitJS(t, ctx, `document.getElementById("fit").dataset.state === "error"`, 10*time.Second)
-	if msg := eval[string](t, ctx, `document.getElementById("fit-error").textContent`); msg != `--gpu "A100": not in the catalog (H100, H200, B200, L40S, RTX 4090, RTX 5090); give its memory as NAME:GB` {
+	if msg := eval[string](t, ctx, `document.getElementById("fit-error").textContent`); msg != `GPU "A100": not in the catalog (H100, H200, B200, L40S, RTX 4090, RTX 5090); type its memory as NAME:GB (e.g. A100:80)` {
 		t.Errorf("error shown: %q", msg)
+	}
+
+	// A TP degree the heads do not allow: no memory bar, no max context.
+	mini := synth.Org + "/DeepSeek-mini-NVFP4"
+	do(t, ctx, chromedp.Navigate(pageURL(base, mini, "")))
+	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q && document.getElementById(\"fit\").dataset.state === \"ready\"", mini), 60*time.Second)
+	eval[bool](t, ctx, `(() => { const tp = document.getElementById("fit-tp"); tp.value = "2"; tp.dispatchEvent(new Event("change")); return true; })()`)
+	waitJS(t, ctx, `document.getElementById("fit-table").rows[0].innerText.includes("TP 2")`, 10*time.Second)
+	refused := eval[map[string]any](t, ctx, `(() => ({ bar: document.getElementById("fit-bar").hidden, left: document.getElementById("fit-left").textContent,
+	  maxes: [...document.querySelectorAll("#fit-table tr[data-gpu]")].map(r => r.cells[4].textContent).join(","),
+	  fits: [...document.querySelectorAll("#fit-table tr[data-gpu]")].map(r => r.cells[2].textContent).join(",") }))()`)
+	if refused["bar"] != true || refused["left"] != "TP 2 cannot run this model" || strings.Trim(refused["maxes"].(string), "—,") != "" || !strings.Contains(refused["fits"].(string), "no (TP)") {
+		t.Errorf("TP 2 refused on %s: %v", mini, refused)
 	}
 
 	// On a phone's width the card stays inside the page (its table scrolls).

@@ -74,7 +74,9 @@ async function fitUpdate() {
     rep = JSON.parse(await (await engine).fit(opts));
   } catch (err) {
     if (my !== fitUI.seq) return;
-    $("fit-out").replaceChildren(el("p", { class: "small fit-error", id: "fit-error", text: err.message || String(err) }));
+    // the engine's words are the CLI's: here the field is "or NAME:GB", not --gpu
+    const msg = (err.message || String(err)).replace(/--gpu ("[^"]*")/, "GPU $1").replace(/give its memory as NAME:GB/, "type its memory as NAME:GB (e.g. A100:80)");
+    $("fit-out").replaceChildren(el("p", { class: "small fit-error", id: "fit-error", text: msg }));
     $("fit").dataset.state = "error";
     return;
   }
@@ -126,6 +128,12 @@ function fitDraw(rep) {
   }
   legend.append(el("span", { id: "fit-left", class: used <= mem ? "" : "fit-over" }, used <= mem ? `free ${gb(mem - used)}` : `over by ${gb(used - mem)}`));
   bar.setAttribute("aria-label", `${chosen.name}: ${used <= mem ? "fits" : "does not fit"} at TP ${rep.tp}`);
+  if (rep.tp_refused) {
+    // the model cannot be split this way: no memory picture to draw
+    bar.replaceChildren();
+    bar.hidden = true;
+    legend.replaceChildren(el("span", { id: "fit-left", class: "fit-over", text: `TP ${rep.tp} cannot run this model` }));
+  }
   const t = el("table", { class: "small", id: "fit-table" });
   t.append(el("tr", {}, ...["GPU", "memory", `fits at TP ${rep.tp}`, "GPUs needed", `max context (TP ${rep.tp})`].map((h, i) => el("th", { class: i ? "num" : "", text: h }))));
   for (const g of rep.gpus) {
@@ -133,7 +141,7 @@ function fitDraw(rep) {
       el("td", { text: g.name }), el("td", { class: "num", text: gb(g.memory_bytes) }),
       el("td", { class: "num " + (g.fits ? "yes" : "no"), text: g.fits ? "yes" : rep.tp_refused ? "no (TP)" : "no" }),
       el("td", { class: "num", text: g.count ? String(g.count) : "more than 8" }),
-      el("td", { class: "num", text: int(g.max_context) })));
+      el("td", { class: "num", text: rep.tp_refused ? "—" : int(g.max_context) })));
   }
   const notes = el("details", { id: "fit-assumptions" }, el("summary", { text: `assumptions (${rep.assumptions.length})` }),
     el("ul", { class: "small" }, ...rep.assumptions.map(a => el("li", { text: a }))));
