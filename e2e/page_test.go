@@ -214,3 +214,27 @@ func TestPhoneWidth(t *testing.T) {
 	}
 	shot(t, ctx, "phone")
 }
+
+// A deep link to a module the repo lacks says so, with the modules whose
+// names end alike, and drops it from the address (it was ignored in
+// silence and kept in the URL).
+func TestMissingModuleLink(t *testing.T) {
+	base := serve(t, "--demo")
+	ctx := newBrowser(t, 1366, 900)
+	repo := synth.Org + "/Llama-tiny-NVFP4"
+	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")+"&module=model.layers.9.mlp.up_proj"))
+	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q && !document.getElementById(\"module-missing\").hidden", repo), 60*time.Second)
+	msg := eval[string](t, ctx, `document.getElementById("module-missing").textContent`)
+	if !strings.Contains(msg, `No module "model.layers.9.mlp.up_proj" in this repo; modules ending in .up_proj: model.layers.0.mlp.up_proj, model.layers.1.mlp.up_proj.`) {
+		t.Errorf("message %q", msg)
+	}
+	if u := eval[string](t, ctx, `location.search`); strings.Contains(u, "module=") || !eval[bool](t, ctx, `document.getElementById("panel").hidden`) {
+		t.Errorf("the address keeps the module, or a panel opened: %q", u)
+	}
+	// a module that exists still opens, and the message goes
+	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")+"&module=model.layers.1.mlp.up_proj"))
+	waitJS(t, ctx, `document.getElementById("panel").dataset.module === "model.layers.1.mlp.up_proj"`, 60*time.Second)
+	if !eval[bool](t, ctx, `document.getElementById("module-missing").hidden`) {
+		t.Error("the missing-module message stays")
+	}
+}

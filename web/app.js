@@ -146,6 +146,17 @@ async function apply(s) {
     const ok = await openRepo(s.source, s.rev);
     if (!ok) return;
   }
+  $("module-missing").hidden = true;
+  if (s.module && !findModule(s.module)) {
+    // a link to a module this repo lacks: said, and dropped from the address
+    const leaf = s.module.split(".").pop();
+    const near = state.inv.modules.filter(m => m.name.endsWith("." + leaf)).map(m => m.name);
+    $("module-missing").textContent = `No module "${s.module}" in this repo` +
+      (near.length ? `; modules ending in .${leaf}: ${near.slice(0, 3).join(", ")}${near.length > 3 ? ` and ${near.length - 3} more` : ""}.` : ".");
+    $("module-missing").hidden = false;
+    s = Object.assign({}, s, { module: "" });
+    pushState(s, true);
+  }
   if (s.module) openModule(s.module, false); else closePanel(false);
   Compare.show(s);
 }
