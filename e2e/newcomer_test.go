@@ -56,6 +56,10 @@ func TestNewcomerPanel(t *testing.T) {
 		Counts []int
 		Log2   bool
 	}
+	// stacked experts: the rows say which expert they are
+	if got := eval[string](t, ctx, `document.getElementById("sample-stats").textContent`); !strings.HasPrefix(got, "expert 0, rows 0–3 (rows 0–3 of 8 × 256) × all 512 columns") {
+		t.Errorf("expert rows: %q", got)
+	}
 	sh, err := chromedp.Run(ctx, chromedp.Evaluate[hist](`quantscope.sample("model.layers.0.mlp.experts.down_proj", 0, 4).then(r => JSON.parse(r.json).scale_histogram)`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +100,12 @@ func TestNewcomerPanel(t *testing.T) {
 			t.Fatalf("column %d: page %s, decode %v", 288+j, v, dec.Values[288+j])
 		}
 	}
-	if got := eval[string](t, ctx, `document.getElementById("sample-cols").textContent`); !strings.HasPrefix(got, "columns 288–335 of ") {
+	if got := eval[string](t, ctx, `document.getElementById("sample-cols").textContent`); !strings.HasPrefix(got, "shown: columns 288–335 of ") {
 		t.Errorf("columns note %q", got)
+	}
+	// the statistics say they cover the decoded columns, not the whole rows
+	if got := eval[string](t, ctx, `document.getElementById("sample-stats").textContent`); !strings.Contains(got, "rows 0–3 × columns 288–543 of 768 (") {
+		t.Errorf("the statistics do not say which columns they cover: %q", got)
 	}
 	shot(t, ctx, "newcomer-gptq-columns")
 

@@ -557,8 +557,17 @@ async function sample() {
   const v = r.values;
   const st = s.stats;
   const vcols = s.col_end - s.col_start;
-  const window = vcols < s.cols ? ` (columns ${s.col_start}–${s.col_end - 1}: this layout packs along the inputs, so only their words are read; page with “columns from”)` : "";
-  $("sample-stats").textContent = `rows ${s.row_start}–${s.row_start + s.rows - 1} of the logical [${s.rows} × ${s.cols}] slice${window} · min ${Plots.fmt(st.Min)} · max ${Plots.fmt(st.Max)} · mean ${Plots.fmt(st.Mean)} · std ${Plots.fmt(st.Std)}` +
+  // Which values the statistics cover: the rows (with the expert they
+  // belong to when experts are stacked, [E, rows, cols] read as E·rows rows)
+  // and the columns decoded.
+  const ws = m ? m.weight_shape : [];
+  const per = ws.length === 3 ? ws[1] : 0, last = s.row_start + s.rows - 1;
+  const rowsText = per && Math.floor(s.row_start / per) === Math.floor(last / per) ?
+    `expert ${Math.floor(s.row_start / per)}, rows ${s.row_start % per}–${last % per} (rows ${s.row_start}–${last} of ${ws[0]} × ${per})` :
+    per ? `rows ${s.row_start}–${last} of ${ws[0]} experts × ${per} (experts ${Math.floor(s.row_start / per)}–${Math.floor(last / per)})` : `rows ${s.row_start}–${last}`;
+  const colsText = vcols < s.cols ? ` × columns ${s.col_start}–${s.col_end - 1} of ${s.cols} (this layout packs along the inputs, so only their words are read; page with “columns from”)` :
+    ` × all ${s.cols} columns`;
+  $("sample-stats").textContent = `${rowsText}${colsText} · min ${Plots.fmt(st.Min)} · max ${Plots.fmt(st.Max)} · mean ${Plots.fmt(st.Mean)} · std ${Plots.fmt(st.Std)}` +
     (st.NaN ? ` · ${st.NaN} NaN` : "") + (st.Inf ? ` · ${st.Inf} inf` : "") +
     ` · this sample fetched ${bytes(s.sample_bytes)} in ${int(s.sample_requests)} request${s.sample_requests === 1 ? "" : "s"} (${bytes(s.bytes_fetched)} this session)`;
   Plots.histogram($("hist"), s.histogram);
@@ -591,7 +600,8 @@ async function sample() {
     }
     grid.append(tr);
   }
-  const note = s.cols > showCols ? el("p", { class: "small", id: "sample-cols", text: `columns ${s.col_start + off}–${s.col_start + off + showCols - 1} of ${s.cols}` }) : null;
+  const note = s.cols > showCols ? el("p", { class: "small", id: "sample-cols", text: `shown: columns ${s.col_start + off}–${s.col_start + off + showCols - 1} of ${s.cols}` +
+    (vcols > showCols ? ` (${s.col_start}–${s.col_end - 1} decoded)` : "") }) : null;
   $("cols-prev").disabled = s.col_start + off === 0;
   $("cols-next").disabled = s.col_start + off + showCols >= s.cols;
   $("sample-grid").replaceChildren(grid, ...(note ? [note] : []));
