@@ -64,6 +64,9 @@ type Backend struct {
 
 	logMu   sync.Mutex
 	lastLog string
+	// startTold is the start failure Open said ("…; kernels run on the
+	// CPU"): an operation falling back for that same reason says nothing more.
+	startTold string
 
 	mu     sync.Mutex
 	w      *Worker
@@ -83,6 +86,7 @@ func Open(path string, device int, log func(string)) *Backend {
 	b.mu.Unlock()
 	if b.reason != nil {
 		b.logf("%v; kernels run on the CPU", b.reason)
+		b.startTold = b.reason.Error()
 	}
 	return b
 }
@@ -264,7 +268,9 @@ func (b *Backend) pick(ctx context.Context, need int64, op string) (*Worker, err
 }
 
 func (b *Backend) fallback(op, why string) error {
-	b.logf("cuda: %s runs on the CPU: %s", op, why)
+	if why != b.startTold {
+		b.logf("cuda: %s runs on the CPU: %s", op, why)
+	}
 	return &errFallback{why}
 }
 

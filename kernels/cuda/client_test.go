@@ -194,6 +194,18 @@ func TestMissingWorker(t *testing.T) {
 	if !strings.Contains(l.all(), "no worker binary there (make cuda builds it") {
 		t.Fatalf("message %q", l.all())
 	}
+	// The jobs that follow run on the CPU for that same reason: said once,
+	// not again for each (stats printed it twice).
+	ctx := context.Background()
+	w := testWeight(4, 32, 5)
+	for range 2 {
+		if _, err := b.QuantizeNVFP4(ctx, w, kernels.NVFP4Options{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.n() != 1 {
+		t.Errorf("%d lines for one missing worker: %q", l.n(), l.all())
+	}
 }
 
 // TestDieMidJob: the job the worker died in finishes on the CPU with a
