@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -69,6 +70,9 @@ func FileData(path string, b []byte) *Data {
 // is not one is named by its place, not quoted: the file may be any file a
 // client of the companion names, and its content is not theirs to read.
 func ParseIDs(text string) ([]int, error) {
+	if loc := emptyIDField.FindStringIndex(text); loc != nil {
+		return nil, fmt.Errorf("an empty field between commas at byte %d (ids are separated by one comma or by whitespace)", loc[0])
+	}
 	var ids []int
 	for i, f := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' }) {
 		id, err := strconv.Atoi(f)
@@ -79,6 +83,9 @@ func ParseIDs(text string) ([]int, error) {
 	}
 	return ids, nil
 }
+
+// emptyIDField is a comma with no id before or after it: "1,,2", ",1", "1,".
+var emptyIDField = regexp.MustCompile(`^\s*,|,\s*,|,\s*$`)
 
 // Options are what every pass may use.
 type Options struct {

@@ -84,6 +84,11 @@ func TestVersion(t *testing.T) {
 	if !strings.Contains(usage, "version") {
 		t.Error("the usage does not list version")
 	}
+	out, stderr, code := runMain(t, "version", "--json")
+	var v struct{ Module, Go string }
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || stderr != "" || err != nil || v.Module != "github.com/quantscope/quantscope" || v.Go != runtime.Version() {
+		t.Errorf("version --json: exit %d, %q %q (%v)", code, out, stderr, err)
+	}
 }
 
 // Every key of inspect --json is snake_case, files[] included.
@@ -152,6 +157,14 @@ func TestCLIErrorWording(t *testing.T) {
 		{[]string{"inspect", "no-such.safetensors"}, "no such file or directory: no-such.safetensors"},
 		{[]string{"decode", missing + "/model.safetensors", "x"}, "no such file or directory: " + missing + "/model.safetensors"},
 		{[]string{"inspect", "--endpoint", "http://127.0.0.1:9", "--revision", "main", "org/name@nope"}, `org/name@nope names revision "nope" and --revision says "main": give one`},
+		// what was silently ignored or taken for the default
+		{[]string{"inspect", "--endpoint=", "org/name"}, `inspect: --endpoint "": empty; leave the flag out for the default`},
+		{[]string{"forward", "--tokens", "1,,2", src}, "--tokens: an empty field between commas at byte 1"},
+		{[]string{"forward", "--tokens", "1,2", "--recipe", "nvidia", src}, "--recipe nvidia: an NVFP4 activation recipe, for --w4a nvfp4 (this run is --w4a none)"},
+		{[]string{"quantize", "--format", "nvfp4", "--data", missing, "--out", filepath.Join(t.TempDir(), "q.safetensors"), src, "model.layers.0.mlp.up_proj"}, "quantize: --data is the activations of --recipe local_hessian; recipe max, the default, reads none"},
+		{[]string{"hub", src + "/model.safetensors"}, "is not a folder (the hub serves a folder of ORG/NAME repo folders)"},
+		{[]string{"hub", "--latency", "-5s", src}, "hub: --latency -5s: want a duration of 0 or more"},
+		{[]string{"version", "x"}, "version wants no arguments, got 1 argument(s)"},
 	} {
 		_, stderr, code := runMain(t, c.args...)
 		if first, _, _ := strings.Cut(stderr, "\n"); code != 1 || !strings.HasPrefix(first, "error: ") || !strings.Contains(first, c.want) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -46,6 +47,37 @@ func showHelp(err error, stdout io.Writer) error {
 		return werr
 	}
 	return err
+}
+
+// cmdVersion prints the version line, or with --json its parts.
+func cmdVersion(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, `print {"module","version","vcs","revision","time","modified","go","os","arch"}`)
+	if _, err := parseFlags(fs, args, 0, "no arguments"); err != nil {
+		return err
+	}
+	if !*asJSON {
+		_, err := fmt.Fprintln(stdout, version())
+		return err
+	}
+	v := map[string]any{"module": "", "version": "", "vcs": "", "revision": "", "time": "", "modified": false,
+		"go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v["module"], v["version"] = bi.Main.Path, bi.Main.Version
+		for _, st := range bi.Settings {
+			switch st.Key {
+			case "vcs":
+				v["vcs"] = st.Value
+			case "vcs.revision":
+				v["revision"] = st.Value
+			case "vcs.time":
+				v["time"] = st.Value
+			case "vcs.modified":
+				v["modified"] = st.Value == "true"
+			}
+		}
+	}
+	return json.NewEncoder(stdout).Encode(v)
 }
 
 // version is the module version and, when the build recorded them, the VCS

@@ -23,9 +23,20 @@ type sourceFlags struct {
 }
 
 func (f *sourceFlags) register(fs *flag.FlagSet, withRevision, withToken bool) {
-	fs.StringVar(&f.endpoint, "endpoint", "", "hub endpoint (default $HF_ENDPOINT, else https://huggingface.co)")
+	// An empty value is a mistake (a script's unset variable), not the
+	// default: it is refused rather than read as huggingface.co or main.
+	nonEmpty := func(name string, dst *string) func(string) error {
+		return func(v string) error {
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("--%s %q: empty; leave the flag out for the default", name, v)
+			}
+			*dst = v
+			return nil
+		}
+	}
+	fs.Func("endpoint", "hub endpoint `URL` (default $HF_ENDPOINT, else https://huggingface.co)", nonEmpty("endpoint", &f.endpoint))
 	if withRevision {
-		fs.StringVar(&f.revision, "revision", "", "revision: branch, tag or commit (default main)")
+		fs.Func("revision", "`REV`ision: branch, tag or commit (default main)", nonEmpty("revision", &f.revision))
 	}
 	if withToken {
 		fs.StringVar(&f.token, "token", "", "hub token for gated repos (default $HF_TOKEN)")

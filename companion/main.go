@@ -60,7 +60,7 @@ usage:
         FILE of --data: raw little-endian float32 [tokens, in] activations (local_hessian);
         calibrate's FILE.json beside it names their module, and another module refuses them
   quantscope report  [--json] [--format nvfp4] [--data FILE] SOURCE MODULE
-  quantscope version            the module version and VCS revision (also --version)
+  quantscope version [--json]   the module version and VCS revision (also --version)
   quantscope CMD --help         CMD's flags
 
 SOURCE: https://huggingface.co/ORG/NAME[/tree/REV], ORG/NAME, the URL of one
@@ -158,8 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "version", "--version":
-		_, err := fmt.Fprintln(stdout, version())
-		return err
+		return cmdVersion(rest, stdout)
 	}
 	return &usageError{msg: fmt.Sprintf("unknown command %q", cmd)}
 }

@@ -37,6 +37,13 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := checkOut(*out); err != nil { // before reading or computing anything
 		return err
 	}
+	if p.Data != "" && p.Recipe != kernels.RecipeLocalHessian {
+		r := p.Recipe
+		if r == "" {
+			r = "max, the default,"
+		}
+		return &usageError{msg: fmt.Sprintf("quantize: --data is the activations of --recipe local_hessian; recipe %s reads none", r)}
+	}
 	if p.Recipe == kernels.RecipeLocalHessian && p.Data == "" {
 		return fmt.Errorf("quantize: rule local-hessian-data: recipe local_hessian needs --data FILE, a little-endian float32 file of [tokens, in] calibration activations")
 	}

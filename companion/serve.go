@@ -31,6 +31,12 @@ func cmdHub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if *latency < 0 {
+		return &usageError{msg: fmt.Sprintf("hub: --latency %v: want a duration of 0 or more", *latency)}
+	}
+	if fi, err := os.Stat(pos[0]); err != nil || !fi.IsDir() {
+		return fmt.Errorf("hub: %s is not a folder (the hub serves a folder of ORG/NAME repo folders)", pos[0])
+	}
 	origins, err := parseOrigins(allow)
 	if err != nil {
 		return err

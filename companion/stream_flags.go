@@ -24,6 +24,9 @@ func (s *streamFlags) register(fs *flag.FlagSet) {
 // not causal (GPT-QModel's dynamic NVFP4 global scales run over every token).
 func (s *streamFlags) options(w4a string, stderr io.Writer) (model.Options, *calib.ScalesFile, error) {
 	opt := model.Options{W4A: w4a, Attention: s.attention, Recipe: s.recipe}
+	if s.recipe != "" && w4a != model.W4ANVFP4 {
+		return opt, nil, fmt.Errorf("--recipe %s: an NVFP4 activation recipe, for --w4a nvfp4 (this run is --w4a %s)", s.recipe, w4a)
+	}
 	var sf *calib.ScalesFile
 	if s.scales != "" {
 		if w4a != model.W4ANVFP4 {
