@@ -55,6 +55,11 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer c.Close()
 	progress := progressLine(stderr, "calibrate "+p.Pass, "steps")
 	if p.Module != "" {
+		mod, err := ops.FindModule(c, p.Module) // a misspelt name gets the nearest ones
+		if err != nil {
+			return err
+		}
+		p.Module = mod.Name
 		// the dump goes where --out says; the op would pick a folder itself
 		if p.Pass != "local_hessian" {
 			return &usageError{msg: "calibrate: --module applies to --pass local_hessian"}

@@ -37,7 +37,7 @@ usage:
   quantscope stats   [--json] [--bins N] [--backend cpu|cuda] [--endpoint URL] SOURCE MODULE
   quantscope diff    [--json] [--endpoint URL] [--token T] SOURCE_A SOURCE_B
   quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp]
-                     [--w4a fp8|nvfp4] [--kv-dtype D] [--reserve 0.1|10%|GB] SOURCE
+                     [--w4a fp8|nvfp4] [--kv-dtype D] [--reserve 0.1|10%|6GB] SOURCE
                      memory to serve SOURCE, and on which GPUs it fits
   quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]... [--out-dir DIR] [--in-dir DIR]
                      prints the page's URL with a per-launch token; /ws is the companion

@@ -100,6 +100,10 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 		default:
 			return nil, fmt.Errorf("calibrate: act_max: --w4a %q: want nvfp4", p.W4A)
 		}
+		if why := env.Checkpoint.Forward().W4ARefused; why != "" {
+			return nil, fmt.Errorf("calibrate: act_max measures the producers of the W4A-NVFP4 forward (GPT-QModel's producer_maximum), which runs on GPTQ INT4 weights: %s",
+				strings.Replace(why, "--w4a needs", "W4A needs", 1))
+		}
 		rep, err := calib.ActMax(ctx, m, d, o, calib.ActMaxHooks{})
 		if err != nil {
 			return nil, err
@@ -146,6 +150,11 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 	if p.Module != "" {
 		// the dump: written to WriteDir when the companion has one, else
 		// returned as the file's bytes
+		mod, err := FindModule(env.Checkpoint, p.Module)
+		if err != nil {
+			return nil, err
+		}
+		p.Module = mod.Name
 		x, err := calib.Inputs(ctx, m, d, o, p.Module)
 		if err != nil {
 			return nil, err

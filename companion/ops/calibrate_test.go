@@ -92,6 +92,16 @@ func TestCalibrateOpDump(t *testing.T) {
 	if len(res.Files) != 2 || res.Files[1].Path != res.Files[0].Path+".json" {
 		t.Fatalf("files %+v", res.Files)
 	}
+	// A misspelt module gets the nearest names; act_max on these dense
+	// weights says it measures the W4A forward, which needs GPTQ INT4.
+	if _, err := op(context.Background(), env, "", json.RawMessage(`{"pass":"local_hessian","data":"`+data+`","module":"model.layers.0.self_attn.o_prj"}`)); err == nil ||
+		!strings.Contains(err.Error(), "nearest: model.layers.0.self_attn.o_proj") {
+		t.Errorf("a misspelt module: %v", err)
+	}
+	if _, err := op(context.Background(), env, "", json.RawMessage(`{"pass":"act_max","data":"`+data+`"}`)); err == nil ||
+		!strings.Contains(err.Error(), "act_max measures the producers of the W4A-NVFP4 forward") || strings.Contains(err.Error(), "--w4a") {
+		t.Errorf("act_max on dense weights: %v", err)
+	}
 	// quantize reads the written pair: right for its module, refused for
 	// another of the same width.
 	if _, err := ReadActivations(res.Files[0].Path, "model.layers.0.self_attn.o_proj", 256); err != nil {

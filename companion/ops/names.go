@@ -35,6 +35,9 @@ func FindModule(c *checkpoint.Checkpoint, name string) (*scheme.Module, error) {
 // NotFound is the error for a name that is no module or tensor of c, with
 // up to three module names nearest it.
 func NotFound(c *checkpoint.Checkpoint, name string) error {
+	if strings.TrimSpace(name) == "" {
+		return fmt.Errorf("%s: the module name is empty (inspect --json lists every module)", c.Source.Name())
+	}
 	msg := fmt.Sprintf("%s: no module or tensor named %q", c.Source.Name(), name)
 	if near := nearestModules(c.Modules, name, 3); len(near) > 0 {
 		msg += "; nearest: " + strings.Join(near, ", ")

@@ -30,4 +30,7 @@ func TestFindModule(t *testing.T) {
 	if _, err := FindModule(c, "zzz"); err == nil || strings.Contains(err.Error(), "nearest") {
 		t.Errorf("a name like nothing: %v", err)
 	}
+	if _, err := FindModule(c, ""); err == nil || !strings.Contains(err.Error(), "the module name is empty") || strings.Contains(err.Error(), "nearest") {
+		t.Errorf("an empty name: %v", err)
+	}
 }

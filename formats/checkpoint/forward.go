@@ -33,7 +33,8 @@ var decoderProjections = []string{
 	"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
 }
 
-func (c *Checkpoint) forwardInfo() ForwardInfo {
+// Forward is what the companion's forward can run on the checkpoint.
+func (c *Checkpoint) Forward() ForwardInfo {
 	var f ForwardInfo
 	m, err := anatomy.ParseModel(c.Config)
 	if err == nil {

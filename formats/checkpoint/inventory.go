@@ -105,7 +105,7 @@ func (c *Checkpoint) inventory(withTensors bool) *Inventory {
 		Findings: slices.Clone(c.Findings),
 		Files:    c.Files,
 		Layers:   Layers(c.Modules, numHiddenLayers(c.Config)),
-		Forward:  c.forwardInfo(),
+		Forward:  c.Forward(),
 	}
 	if inv.Findings == nil {
 		inv.Findings = []scheme.Finding{}

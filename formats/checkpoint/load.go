@@ -99,6 +99,9 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		return nil, err
 	}
 	if len(shardPaths) == 0 {
+		if one, ok := src.(hub.OneFile); ok && one.OneFile() {
+			return nil, fmt.Errorf("%s: rule no-safetensors: not a .safetensors file (give a .safetensors shard, or the folder or repo holding the checkpoint)", src.Name())
+		}
 		return nil, fmt.Errorf("%s: rule no-safetensors: the repo holds no .safetensors files", src.Name())
 	}
 	if c.Scheme, err = scheme.Detect(c.Config, c.HFQuant); err != nil {

@@ -18,6 +18,7 @@ package fit
 
 import (
 	"fmt"
+	"path"
 
 	"github.com/quantscope/quantscope/formats/anatomy"
 	"github.com/quantscope/quantscope/formats/checkpoint"
@@ -52,7 +53,10 @@ type Repo struct {
 func FromCheckpoint(c *checkpoint.Checkpoint) Repo {
 	r := Repo{Source: c.Source.Name(), Config: c.Config, HFQuant: c.HFQuant, Modules: make([]Module, 0, len(c.Modules))}
 	if one, ok := c.Source.(hub.OneFile); ok && one.OneFile() {
-		r.OneFile = true
+		// model.safetensors is the name transformers gives a checkpoint it
+		// does not shard: that one file is the whole repo.
+		whole := c.Index == nil && len(c.Shards) == 1 && path.Base(c.Shards[0].Path) == "model.safetensors"
+		r.OneFile = !whole
 	}
 	for _, m := range c.Modules {
 		var p uint64

@@ -318,10 +318,19 @@ func TestW4A(t *testing.T) {
 	}
 }
 
-// One file of a repo is no repo to fit: its other shards' weights are
-// not read. Refused by rule, not estimated from the one shard.
+// One shard of a sharded repo is no repo to fit: its other shards' weights
+// are not read. Refused by rule, not estimated from the one shard. The lone
+// model.safetensors of an unsharded repo is the whole repo, and fits as its
+// folder does.
 func TestFitRefusesOneFile(t *testing.T) {
-	if _, err := Estimate(loadFile(t, synth.GPTQInt4(), "model.safetensors"), Options{}); err == nil || !strings.Contains(err.Error(), "rule fit-whole-repo") {
-		t.Errorf("fit of one file: %v", err)
+	if _, err := Estimate(loadFile(t, synth.DeepSeekMiniFP8(), "model-00001-of-00002.safetensors"), Options{}); err == nil || !strings.Contains(err.Error(), "rule fit-whole-repo") {
+		t.Errorf("fit of one shard: %v", err)
+	}
+	one, err := Estimate(loadFile(t, synth.GPTQInt4(), "model.safetensors"), Options{})
+	if err != nil {
+		t.Fatalf("fit of an unsharded repo's model.safetensors: %v", err)
+	}
+	if whole := estimate(t, load(t, synth.GPTQInt4()), Options{}); one.WeightsBytes != whole.WeightsBytes || one.KVBytes != whole.KVBytes {
+		t.Errorf("the lone file: %d + %d bytes; its folder %d + %d", one.WeightsBytes, one.KVBytes, whole.WeightsBytes, whole.KVBytes)
 	}
 }
