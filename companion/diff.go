@@ -154,6 +154,9 @@ func diffText(d *compare.Diff) string {
 		b.WriteString(line + "\n")
 	}
 	row("total", max(d.A.Parameters, d.B.Parameters), d.A.Bytes, d.B.Bytes, d.A.Parameters, d.B.Parameters)
+	if d.A.Parameters != d.B.Parameters { // each side's bits are over its own parameters
+		fmt.Fprintf(&b, "    (parameters %s → %s)\n", humanCount(d.A.Parameters), humanCount(d.B.Parameters))
+	}
 	if d.A.Bytes != d.A.BytesWithoutExtra || d.B.Bytes != d.B.BytesWithoutExtra {
 		row("without extra", max(d.A.ParametersWithoutExtra, d.B.ParametersWithoutExtra), d.A.BytesWithoutExtra, d.B.BytesWithoutExtra,
 			d.A.ParametersWithoutExtra, d.B.ParametersWithoutExtra)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -131,6 +132,17 @@ func TestDiffHuman(t *testing.T) {
 	ins, stderr, code := runMain(t, "inspect", "--endpoint", url, synth.Org+"/DeepSeek-mini-NVFP4")
 	if code != 0 || !strings.Contains(ins, " 1.4 MB of tensor data (+86.3 kB of headers)") {
 		t.Errorf("inspect (exit %d, %s) does not say diff's size in decimal units:\n%s", code, stderr, ins)
+	}
+}
+
+// Where the two repos' parameters differ, the total row says both: each
+// side's bits per weight is over its own parameters, and the one column
+// shows the larger.
+func TestDiffTotalParameters(t *testing.T) {
+	dir := demo(t)
+	out, stderr, code := runMain(t, "diff", filepath.Join(dir, synth.Org, "Llama-tiny-NVFP4"), filepath.Join(dir, synth.Org, "gpt-oss-tiny-MXFP4"))
+	if code != 0 || !regexp.MustCompile(`\n  total +6\.84 M .*\n    \(parameters 1\.71 M → 6\.84 M\)\n`).MatchString(out) {
+		t.Errorf("exit %d, %s:\n%s", code, stderr, out)
 	}
 }
 

@@ -118,6 +118,18 @@ func TestHeavyOps(t *testing.T) {
 			}
 		}
 	}
+	// An exact recipe's bar is full and marked so; a finite one stops short
+	// of it (at 85%), so 33 dB never reads as exact.
+	bars := eval[[]map[string]any](t, c, `[...document.querySelectorAll("#report-table .sqnr-bar")].map(b => ({ exact: b.classList.contains("exact"), w: parseFloat(b.style.width) }))`)
+	anyExact := false
+	for _, b := range bars {
+		anyExact = anyExact || b["exact"] == true
+	}
+	for i, b := range bars {
+		if w := b["w"].(float64); (b["exact"] == true && w != 100) || (b["exact"] != true && anyExact && w > 85) {
+			t.Errorf("bar %d: %v (an exact one among them: %v)", i, b, anyExact)
+		}
+	}
 	elemShot(t, c, "#heavy", "heavy-report")
 
 	// Quantize…: the downloaded file is byte for byte the command line's.

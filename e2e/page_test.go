@@ -238,3 +238,31 @@ func TestMissingModuleLink(t *testing.T) {
 		t.Error("the missing-module message stays")
 	}
 }
+
+// Lists that would run long fold, and a filter that cannot work says why:
+// a note repeated per module (CT-004 over the network, one a module) shows
+// three and a button for the rest; a filter that is no regular expression
+// says so beside the count instead of showing an empty table; the heading
+// names what the table lists.
+func TestPageListsFoldAndSayWhy(t *testing.T) {
+	base := serve(t, "--demo")
+	ctx := newBrowser(t, 1366, 900)
+	repo := synth.Org + "/Llama-tiny-W4A16"
+	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")))
+	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", repo), 60*time.Second)
+	shown := eval[int](t, ctx, `document.querySelectorAll('#findings-list li[data-rule="CT-004"]').length`)
+	more := eval[string](t, ctx, `(document.querySelector('#findings-list li[data-more-rule="CT-004"]') || {}).textContent || ""`)
+	if shown != 3 || !strings.HasPrefix(more, "… and ") || !strings.HasSuffix(more, " more CT-004") {
+		t.Errorf("CT-004 notes: %d shown, then %q", shown, more)
+	}
+	eval[bool](t, ctx, `(document.querySelector('#findings-list li[data-more-rule="CT-004"] button').click(), true)`)
+	if n := eval[int](t, ctx, `document.querySelectorAll('#findings-list li[data-rule="CT-004"]').length`); n <= 3 {
+		t.Errorf("the rest of the notes did not unfold: %d", n)
+	}
+	eval[bool](t, ctx, `(() => { const f = document.getElementById("filter"); f.value = "/[/"; f.dispatchEvent(new Event("input")); return true; })()`)
+	if c := eval[string](t, ctx, `document.getElementById("modules-count").textContent`); !strings.Contains(c, "no regular expression") {
+		t.Errorf("a broken filter: %q", c)
+	}
+	eval[bool](t, ctx, `(() => { const s = document.getElementById("show-tensors"); s.checked = true; s.dispatchEvent(new Event("change")); return true; })()`)
+	waitJS(t, ctx, `document.getElementById("modules").querySelector("h2").textContent.startsWith("Tensors")`, 10*time.Second)
+}

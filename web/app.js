@@ -393,13 +393,14 @@ function renderFindings(fs) {
   $("findings-count").textContent = fs.length ? `(${plural(n("error"), "error")}, ${plural(n("warning"), "warning")}${n("info") ? ", " + plural(n("info"), "note") : ""})` : "(none: the metadata and the bytes agree)";
   // A broken repo can repeat one rule thousands of times: show the first
   // few of each, and the rest on request.
-  const PER_RULE = 25;
+  // Notes (one per module, such as CT-004's) fold sooner than problems.
+  const perRule = f => f.severity === "info" ? 3 : 25;
   const seen = new Map(), rest = new Map();
   const first = [];
   for (const f of fs) {
     const k = (seen.get(f.rule) || 0) + 1;
     seen.set(f.rule, k);
-    if (k <= PER_RULE) first.push(f); else { if (!rest.has(f.rule)) rest.set(f.rule, []); rest.get(f.rule).push(f); }
+    if (k <= perRule(f)) first.push(f); else { if (!rest.has(f.rule)) rest.set(f.rule, []); rest.get(f.rule).push(f); }
   }
   const items = first.map(findingItem);
   for (const [rule, more] of rest) {
@@ -461,7 +462,12 @@ async function renderTable(inv) {
     ? list.map((t, i) => ({ ...t, nbytes: t.data_offsets[1] - t.data_offsets[0], layer: layerOf(t.name), _name: t.name, _lname: t.name.toLowerCase(), _i: i, _module: t.module }))
     : inv.modules.map((m, i) => ({ ...m, layer: layerOf(m.name), bpw: m.parameters ? 8 * m.bytes / m.parameters : 0, _name: m.name, _lname: m.name.toLowerCase(), _i: i, _module: m.name }));
   state.table = new VirtualTable($("table"), cols, r => selectModule(r._module));
-  $("table").addEventListener("viewchange", e => { $("modules-count").textContent = `(${int(e.detail)} of ${int(rows.length)} ${tensors ? "tensors" : "modules"})`; });
+  $("modules").querySelector("h2").firstChild.textContent = tensors ? "Tensors " : "Modules ";
+  $("table").addEventListener("viewchange", e => {
+    const bad = state.table.filterError;
+    $("filter").setAttribute("aria-invalid", bad ? "true" : "false");
+    $("modules-count").textContent = bad ? `(the filter is no regular expression: ${bad})` : `(${int(e.detail)} of ${int(rows.length)} ${tensors ? "tensors" : "modules"})`;
+  });
   state.table.setRows(rows);
   state.table.sortBy("layer", 1);
   if ($("filter").value) state.table.filter($("filter").value.trim());

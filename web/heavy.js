@@ -22,7 +22,8 @@ const Heavy = (() => {
   const nf = new Intl.NumberFormat("en-US");
   const pct = v => v == null ? "—" : (100 * v).toPrecision(3) + " %";
   const num = v => v == null ? "—" : Plots.fmt(v);
-  const size = n => n >= 1 << 20 ? (n / (1 << 20)).toFixed(1) + " MiB" : n >= 1024 ? (n / 1024).toFixed(1) + " KiB" : n + " B";
+  // decimal units, as the rest of the page writes sizes
+  const size = n => n >= 1e9 ? (n / 1e9).toFixed(2) + " GB" : n >= 1e6 ? (n / 1e6).toFixed(1) + " MB" : n >= 1000 ? (n / 1000).toFixed(1) + " kB" : n + " B";
 
   // The current module and the running job (one at a time per panel).
   const st = { module: "", source: "", rev: "", info: null, job: null, url: "" };
@@ -215,13 +216,18 @@ const Heavy = (() => {
     // The bars start 1 dB under the worst recipe, so that a fraction of a dB shows.
     const finite = rep.recipes.map(x => x.sqnr_db).filter(v => v != null);
     const best = finite.length ? Math.max(...finite) : 1, lo = finite.length ? Math.floor(Math.min(...finite)) - 1 : 0;
+    // An exact recipe (no error at all: SQNR infinite) takes the whole bar,
+    // drawn apart; the finite ones then reach 85% at most, so 33 dB never
+    // looks the same as exact.
+    const exact = rep.recipes.some(x => x.sqnr_db == null), top = exact ? 85 : 100;
     const table = mk("table", { id: "report-table", class: "small rtable" },
       mk("tr", {}, ...["recipe", "MSE", "SQNR (dB)", "", "max |err|", "blocks ≠ max"].map(h => mk("th", { text: h }))),
       ...rep.recipes.map(x => mk("tr", { data: { recipe: x.recipe } },
         mk("th", { text: x.recipe }),
         mk("td", { class: "num", text: num(x.mse), data: { key: "mse", v: JSON.stringify(x.mse) } }),
         mk("td", { class: "num", text: x.sqnr_db == null ? "exact" : x.sqnr_db.toFixed(2), data: { key: "sqnr_db", v: JSON.stringify(x.sqnr_db) } }),
-        mk("td", { class: "barcell" }, mk("div", { class: "sqnr-bar", style: `width:${x.sqnr_db == null ? 100 : Math.max(2, 100 * (x.sqnr_db - lo) / (best - lo)).toFixed(1)}%` })),
+        mk("td", { class: "barcell" }, mk("div", { class: "sqnr-bar" + (x.sqnr_db == null ? " exact" : ""), title: x.sqnr_db == null ? "exact: no error" : x.sqnr_db.toFixed(2) + " dB",
+          style: `width:${x.sqnr_db == null ? 100 : Math.max(2, top * (x.sqnr_db - lo) / (best - lo || 1)).toFixed(1)}%` })),
         mk("td", { class: "num", text: num(x.max_abs_err), data: { key: "max_abs_err", v: JSON.stringify(x.max_abs_err) } }),
         mk("td", { class: "num", text: pct(x.blocks_changed), data: { key: "blocks_changed", v: JSON.stringify(x.blocks_changed) } }))));
     const maps = [];
@@ -232,10 +238,13 @@ const Heavy = (() => {
       const cv = mk("canvas", { class: "blockmap", id: "blockmap-" + name, data: { rows: mr, cols: mc } });
       const down = mr < rep.shape[0] || mc < rep.shape[1] / 16;
       const cell = down ? ` (downsampled: a cell is ${(rep.shape[0] / mr).toFixed(1)} rows × ${(rep.shape[1] / 16 / mc).toFixed(1)} blocks, its shade the share that differ)` : "";
-      maps.push(mk("figure", { style: `max-width:${mapWidth(mc) + 2}px` }, cv, mk("figcaption", { text: `${name}: where its scale code differs from max's — ${mr} rows ↓ × ${mc} 16-blocks →${cell}` })));
+      const none = a.data.every(v => v === 0);
+      maps.push(mk("figure", { style: `max-width:${mapWidth(mc) + 2}px` }, cv, mk("figcaption", { text: none ?
+        `${name}: no block's scale code differs from max's (the map is blank)` :
+        `${name}: where its scale code differs from max's — ${mr} rows ↓ × ${mc} 16-blocks →${cell}` })));
       requestAnimationFrame(() => blockMap(cv, a.data, mr, mc));
     }
-    $("heavy-out").replaceChildren(table, mk("p", { class: "small", text: `NVFP4 recipes on ${rep.module} [${rep.shape.join(" × ")}]; higher SQNR is better; the bars run from ${lo} dB to the best, ${best.toFixed(2)} dB.` }),
+    $("heavy-out").replaceChildren(table, mk("p", { class: "small", text: `NVFP4 recipes on ${rep.module} [${rep.shape.join(" × ")}]; higher SQNR is better; ${exact ? "an exact recipe's bar is full, and the others" : "the bars"} run from ${lo} dB to the best finite, ${best.toFixed(2)} dB${exact ? ", at 85%" : ""}.` }),
       mk("div", { class: "plots" }, ...maps));
   }
 

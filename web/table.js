@@ -49,6 +49,7 @@ class VirtualTable {
   apply(text) {
     this.filterText = text;
     let test = () => true;
+    this.filterError = "";
     const m = /^\/(.*)\/([i]*)$/.exec(text);
     if (m) {
       try {
@@ -56,6 +57,7 @@ class VirtualTable {
         test = r => re.test(r._name);
       } catch (e) {
         test = () => false;
+        this.filterError = e.message; // said beside the count, not a silent empty table
       }
     } else if (text) {
       const t = text.toLowerCase();

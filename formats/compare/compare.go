@@ -184,30 +184,42 @@ func Pattern(name string) string {
 }
 
 // summarise groups changes by (pattern, a format, b format), largest groups
-// first; a group of one keeps its module's own name and no count.
+// first; a group of one keeps its module's own name and no count. A group's
+// name keeps the numbers its members share (the MTP layer's experts are
+// model.layers.61.mlp.experts.*.down_proj, not a * for the layer too).
 func summarise(changed []Change) []Change {
 	type key struct{ pattern, a, b string }
-	groups := map[key]*Change{}
+	type group struct {
+		Change
+		parts []string // the first member's parts, "*" where members differ
+	}
+	groups := map[key]*group{}
 	var order []key
 	for _, c := range changed {
 		k := key{Pattern(c.Module), c.AFormat, c.BFormat}
 		g := groups[k]
 		if g == nil {
-			g = &Change{Module: c.Module, AFormat: c.AFormat, BFormat: c.BFormat}
+			g = &group{Change: Change{Module: c.Module, AFormat: c.AFormat, BFormat: c.BFormat}, parts: strings.Split(c.Module, ".")}
 			groups[k] = g
 			order = append(order, k)
+		} else {
+			for i, p := range strings.Split(c.Module, ".") { // same pattern: same number of parts
+				if g.parts[i] != p {
+					g.parts[i] = "*"
+				}
+			}
 		}
 		g.Count++
 	}
 	out := make([]Change, 0, len(order))
 	for _, k := range order {
-		g := *groups[k]
+		g := groups[k]
 		if g.Count > 1 {
-			g.Module = k.pattern
+			g.Module = strings.Join(g.parts, ".")
 		} else {
 			g.Count = 0
 		}
-		out = append(out, g)
+		out = append(out, g.Change)
 	}
 	slices.SortStableFunc(out, func(x, y Change) int { return cmp.Compare(max(y.Count, 1), max(x.Count, 1)) })
 	return out

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -195,5 +196,28 @@ func TestDiffAbsent(t *testing.T) {
 	}
 	if d.A.Bytes != 16 || d.B.Bytes != 14 || d.B.Parameters != 12 || math.Abs(d.B.BitsPerWeight-8*14.0/12) > 1e-12 {
 		t.Errorf("sides %+v %+v", d.A, d.B)
+	}
+}
+
+// A summarised change keeps the numbers its members share: the MTP layer's
+// experts are model.layers.61.mlp.experts.*.down_proj, not a * for the layer
+// too; numbers that differ become *, and a change of one module keeps its name.
+func TestSummariseKeepsSharedNumbers(t *testing.T) {
+	var in []Change
+	for e := range 4 {
+		in = append(in, Change{Module: fmt.Sprintf("model.layers.61.mlp.experts.%d.down_proj", e), AFormat: "fp8", BFormat: "bf16"})
+	}
+	for l := range 3 {
+		in = append(in, Change{Module: fmt.Sprintf("model.layers.%d.self_attn.q_a_proj", l), AFormat: "fp8", BFormat: "bf16"})
+	}
+	in = append(in, Change{Module: "model.layers.7.mlp.gate_proj", AFormat: "fp8", BFormat: "nvfp4"})
+	got := summarise(in)
+	want := []Change{
+		{Module: "model.layers.61.mlp.experts.*.down_proj", AFormat: "fp8", BFormat: "bf16", Count: 4},
+		{Module: "model.layers.*.self_attn.q_a_proj", AFormat: "fp8", BFormat: "bf16", Count: 3},
+		{Module: "model.layers.7.mlp.gate_proj", AFormat: "fp8", BFormat: "nvfp4"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("summarise:\n got %+v\nwant %+v", got, want)
 	}
 }
