@@ -107,6 +107,9 @@ func TestNewcomerPanel(t *testing.T) {
 	if got := eval[string](t, ctx, `document.getElementById("sample-stats").textContent`); !strings.Contains(got, "rows 0–3 × columns 288–543 of 768 (") {
 		t.Errorf("the statistics do not say which columns they cover: %q", got)
 	}
+	if tops := eval[[]float64](t, ctx, `["cols-prev", "cols-next"].map(id => document.getElementById(id).getBoundingClientRect().top)`); tops[0] != tops[1] {
+		t.Errorf("the column pager's ◀ and ▶ sit on different lines: %v", tops)
+	}
 	shot(t, ctx, "newcomer-gptq-columns")
 
 	// The mislabeled repo: the module's own finding in the panel, and the
