@@ -165,6 +165,7 @@ func TestCLIErrorWording(t *testing.T) {
 		{[]string{"hub", src + "/model.safetensors"}, "is not a folder (the hub serves a folder of ORG/NAME repo folders)"},
 		{[]string{"hub", "--latency", "-5s", src}, "hub: --latency -5s: want a duration of 0 or more"},
 		{[]string{"version", "x"}, "version wants no arguments, got 1 argument(s)"},
+		{[]string{"report", filepath.Join(dir, synth.Org, "gpt-oss-tiny-MXFP4"), "model.layers.0.mlp.experts.gate_up_proj"}, "rule quantize-shape: weight shape [8 1024 256] is 8 experts stacked in one tensor, not one 2-D [out, in] linear"},
 	} {
 		_, stderr, code := runMain(t, c.args...)
 		if first, _, _ := strings.Cut(stderr, "\n"); code != 1 || !strings.HasPrefix(first, "error: ") || !strings.Contains(first, c.want) {

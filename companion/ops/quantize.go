@@ -139,7 +139,11 @@ func moduleWeight(ctx context.Context, env Env, module string) (*scheme.Module, 
 	}
 	module = m.Name
 	if len(m.WeightShape) != 2 {
-		return nil, kernels.Matrix{}, nil, fmt.Errorf("module %q: rule quantize-shape: weight shape %v is not a 2-D [out, in] matrix", module, m.WeightShape)
+		what := "not a 2-D [out, in] matrix"
+		if len(m.WeightShape) == 3 {
+			what = fmt.Sprintf("%d experts stacked in one tensor, not one 2-D [out, in] linear: quantize and report take one linear at a time", m.WeightShape[0])
+		}
+		return nil, kernels.Matrix{}, nil, fmt.Errorf("module %q: rule quantize-shape: weight shape %v is %s", module, m.WeightShape, what)
 	}
 	src, err := ModuleSource(m, c)
 	if err != nil {
