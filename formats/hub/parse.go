@@ -102,6 +102,9 @@ func ParseSource(s, endpoint string) (Spec, error) {
 		}
 	}
 	if len(parts) < 2 {
+		if strings.HasSuffix(u.Path, ".safetensors") && !slices.Contains(OfficialHosts, u.Host) {
+			return Spec{Kind: KindURL, URL: s}, nil // one file at the top of the endpoint's host: no repo path, a plain URL
+		}
 		return Spec{}, fmt.Errorf("%s: want https://HUB/ORG/NAME", s)
 	}
 	spec := Spec{Kind: KindRepo, Endpoint: hubURL, Repo: parts[0] + "/" + parts[1]}

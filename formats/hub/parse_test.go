@@ -25,6 +25,8 @@ func TestParseSource(t *testing.T) {
 		"http://127.0.0.1:9000/org/name/tree/main":                                   {Kind: KindRepo, Endpoint: ep, Repo: "org/name", Rev: "main"},
 		"http://mirror.example:81/org/name/resolve/main/a.safetensors":               {Kind: KindRepoFile, Endpoint: "http://mirror.example:81", Repo: "org/name", Rev: "main", Path: "a.safetensors"},
 		"https://files.example/some/model.safetensors":                               {Kind: KindURL, URL: "https://files.example/some/model.safetensors"},
+		// one file at the top of the endpoint's own host: no repo path, so a plain URL
+		"http://127.0.0.1:9000/model.safetensors": {Kind: KindURL, URL: "http://127.0.0.1:9000/model.safetensors"},
 	} {
 		got, err := ParseSource(in, ep)
 		if err != nil {
