@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -76,11 +77,16 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		// the note first: an old one must never stand beside new inputs
+		// An old note goes first, the note of these inputs last: a note
+		// never stands beside inputs it does not describe, even when a write
+		// fails between the two.
+		if err := os.Remove(*out + ".json"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--out %s: the old note beside it: %w", *out, err)
+		}
 		for _, w := range []struct {
 			path string
 			data []byte
-		}{{*out + ".json", calib.InputsNote(p.Module, x)}, {*out, calib.F32Bytes(x)}} {
+		}{{*out, calib.F32Bytes(x)}, {*out + ".json", calib.InputsNote(p.Module, x)}} {
 			if err := writeOut(w.path, func(f *os.File) error { _, err := f.Write(w.data); return err }); err != nil {
 				return err
 			}

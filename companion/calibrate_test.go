@@ -116,4 +116,17 @@ func TestCalibrateCLI(t *testing.T) {
 	if _, _, err := runArgs("report", "--data", acts, gptq, "model.layers.1.self_attn.q_proj"); err == nil || !strings.Contains(err.Error(), "the inputs of module") {
 		t.Fatalf("report with another module's inputs: %v", err)
 	}
+	// A dump for up_proj that cannot be written (a folder where its
+	// .partial goes) leaves no note claiming the old inputs are up_proj's.
+	os.Mkdir(acts+".partial", 0o755)
+	if _, _, err := runArgs("calibrate", "--pass", "local_hessian", "--module", "model.layers.0.mlp.up_proj", "--data", held, "--out", acts, gptq); err == nil {
+		t.Fatal("a dump through a folder in the way succeeded")
+	}
+	os.Remove(acts + ".partial")
+	if b, err := os.ReadFile(acts + ".json"); err == nil && strings.Contains(string(b), "up_proj") {
+		t.Fatalf("the note now says up_proj beside down_proj's inputs: %s", b)
+	}
+	if _, _, err := runArgs("quantize", "--format", "nvfp4", "--recipe", "local_hessian", "--data", acts, "--out", q, gptq, "model.layers.0.mlp.down_proj"); err != nil {
+		t.Fatalf("down_proj's inputs after the failed dump: %v", err)
+	}
 }

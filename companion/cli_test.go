@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -285,5 +287,17 @@ func TestLocalFolderShadowsEndpoint(t *testing.T) {
 	notes.Reset()
 	if _, err := resolveSource(context.Background(), synth.Org+"/Llama-tiny-GPTQ-Int4", sourceFlags{}); err != nil || notes.Len() != 0 {
 		t.Errorf("without --endpoint: %v, note %q", err, notes.String())
+	}
+}
+
+// A network error on a one-file URL names the URL once (the request's own
+// words say it), not the source, the file and the request each.
+func TestURLErrorNamesItOnce(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u := srv.URL + "/x/model.safetensors"
+	srv.Close() // nothing listens there now
+	_, stderr, code := runMain(t, "inspect", u)
+	if code != 1 || strings.Count(stderr, u) != 1 || strings.Count(stderr, "model.safetensors") != 1 || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d: %q", code, stderr)
 	}
 }

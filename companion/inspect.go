@@ -36,7 +36,7 @@ func (f *sourceFlags) register(fs *flag.FlagSet, withRevision, withToken bool) {
 	}
 	fs.Func("endpoint", "hub endpoint `URL` (default $HF_ENDPOINT, else https://huggingface.co)", nonEmpty("endpoint", &f.endpoint))
 	if withRevision {
-		fs.Func("revision", "`REV`ision: branch, tag or commit (default main)", nonEmpty("revision", &f.revision))
+		fs.Func("revision", "`REV`: branch, tag or commit (default main)", nonEmpty("revision", &f.revision))
 	}
 	if withToken {
 		fs.StringVar(&f.token, "token", "", "hub token for gated repos (default $HF_TOKEN)")

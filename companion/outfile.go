@@ -3,20 +3,25 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // outFile is the file a command writes its result to (--out). A regular
 // file, or a new one, is written beside its name as NAME.partial and renamed
-// over it once whole, so a run that fails leaves what was there and no half
-// file under the name asked for. Anything else that exists at the name (a
-// device such as /dev/null, a named pipe) is written in place, front to
-// back, and never truncated or removed.
+// over it once whole (through a symbolic link, over the file the link names,
+// with that file's mode), so a run that fails leaves what was there and no
+// half file under the name asked for. What is no regular file (a device such
+// as /dev/null, a named pipe, /dev/stdout and the /proc/self/fd files) is
+// written in place, front to back, and never removed; so is a file in a
+// folder this user may not write in.
 type outFile struct {
-	path string // as the user gave it
-	f    *os.File
-	tmp  string // the file being written, "" when in place
+	path   string // as the user gave it
+	f      *os.File
+	tmp    string // the file being written, "" when in place
+	target string // what tmp is renamed to: path, or the file its link names
 }
 
 // checkOut refuses an --out path that cannot be written before any work is
@@ -38,23 +43,67 @@ func checkOut(path string) error {
 	return nil
 }
 
+// outTarget follows path's symbolic links to the file they name; special
+// is whether a hop lies under /dev or /proc (stdout, a descriptor), which
+// is written in place whatever it names.
+func outTarget(path string) (target string, special bool) {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return path, false
+	}
+	for range 40 {
+		if strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/") {
+			return p, true
+		}
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return p, false
+		}
+		l, err := os.Readlink(p)
+		if err != nil {
+			return p, false
+		}
+		if !filepath.IsAbs(l) {
+			l = filepath.Join(filepath.Dir(p), l)
+		}
+		p = l
+	}
+	return p, false
+}
+
 func createOut(path string) (*outFile, error) {
 	if err := checkOut(path); err != nil {
 		return nil, err
 	}
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return nil, fmt.Errorf("--out %s: %w", path, bare(err))
+	target, special := outTarget(path)
+	fi, statErr := os.Stat(target)
+	if !special && (statErr != nil || fi.Mode().IsRegular()) {
+		tmp := target + ".partial"
+		mode := os.FileMode(0o644)
+		if statErr == nil {
+			mode = fi.Mode().Perm()
 		}
-		return &outFile{path: path, f: f}, nil
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+		if err == nil {
+			if statErr == nil {
+				f.Chmod(mode) // the replaced file's mode, whatever the umask
+			}
+			return &outFile{path: path, f: f, tmp: tmp, target: target}, nil
+		}
+		if statErr != nil || !errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("--out %s: %w", path, err) // it names the .partial in the way
+		}
+		// a folder this user may not write in, a file they may: in place
 	}
-	tmp := path + ".partial"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	flags := os.O_WRONLY
+	if statErr == nil && fi.Mode().IsRegular() {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		return nil, fmt.Errorf("--out %s: %w", path, bare(err))
 	}
-	return &outFile{path: path, f: f, tmp: tmp}, nil
+	return &outFile{path: path, f: f}, nil
 }
 
 // seekable tells whether bands may be written at their own offsets, in any
@@ -77,7 +126,7 @@ func (o *outFile) commit() error {
 		return o.wrap(err)
 	}
 	if o.tmp != "" {
-		if err := os.Rename(o.tmp, o.path); err != nil {
+		if err := os.Rename(o.tmp, o.target); err != nil {
 			os.Remove(o.tmp)
 			return o.wrap(err)
 		}

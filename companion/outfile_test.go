@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -58,22 +59,20 @@ func TestOutFile(t *testing.T) {
 		t.Errorf("the pipe after decode: %v %v", fi, err)
 	}
 
-	// A shard whose data breaks off: the decode fails part-way, and the
-	// good file at --out is still there, whole.
-	broken := filepath.Join(tmp, "broken")
-	if err := os.CopyFS(broken, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
-	shard := filepath.Join(broken, "model.safetensors")
-	st, _ := os.Stat(shard)
-	os.Truncate(shard, st.Size()/2)
+	// A write that fails part-way (the file-size limit of the shell's
+	// ulimit -f, in 512-byte blocks: 100 kB of the 786 kB): the good file at
+	// --out is still there, whole, and no .partial is left.
 	for _, args := range [][]string{
-		{"decode", "--out", want, broken, mod},
-		{"decode", "--out", want, broken, mod + ".weight"},
+		{"decode", "--out", want, src, mod},
+		{"decode", "--out", want, src, mod + ".weight"},
 	} {
-		_, stderr, code := runMain(t, args...)
-		if code != 1 || !strings.HasPrefix(stderr, "error: ") {
-			t.Errorf("%v on a cut shard: exit %d, %q", args, code, stderr)
+		cmd := exec.Command("sh", "-c", `ulimit -f 200 && exec "$0" -test.run='^$'`, os.Args[0])
+		cmd.Env = append(os.Environ(), "QUANTSCOPE_RUN_MAIN=1", "QUANTSCOPE_ARGS="+strings.Join(args, " "))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if err == nil || !strings.HasPrefix(stderr.String(), "error: --out "+want+": ") {
+			t.Errorf("%v past the file-size limit: %v, %q", args, err, stderr.String())
 		}
 		if b, _ := os.ReadFile(want); !bytes.Equal(b, ref) {
 			t.Errorf("%v: the file at --out changed on failure (%d bytes)", args, len(b))
@@ -81,6 +80,24 @@ func TestOutFile(t *testing.T) {
 		if _, err := os.Stat(want + ".partial"); !os.IsNotExist(err) {
 			t.Errorf("%v left %s.partial: %v", args, want, err)
 		}
+	}
+
+	// Through a symbolic link the file it names is replaced, with its mode,
+	// and the link stays a link.
+	target, link := filepath.Join(tmp, "target.f32"), filepath.Join(tmp, "link.f32")
+	os.WriteFile(target, []byte("old"), 0o600)
+	os.Symlink("target.f32", link)
+	if _, stderr, code := runMain(t, "decode", "--out", link, src, mod); code != 0 {
+		t.Fatalf("decode --out LINK: %s", stderr)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link after decode: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(target); !bytes.Equal(b, ref) {
+		t.Errorf("the link's file holds %d bytes", len(b))
+	}
+	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o600 {
+		t.Errorf("the replaced file's mode %v, was 0600", fi.Mode().Perm())
 	}
 
 	// A folder at --out is refused before any work.

@@ -83,7 +83,9 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 	}
 	rev := spec.Rev
 	if sf.revision != "" {
-		if rev != "" && rev != sf.revision {
+		// The page's engine lets its revision field win over an @REV in its
+		// source field; its jobs here do the same.
+		if rev != "" && rev != sf.revision && !sf.fromClient {
 			return nil, fmt.Errorf("%s names revision %q and --revision says %q: give one", source, rev, sf.revision)
 		}
 		rev = sf.revision

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/quantscope/quantscope/companion/ops"
 	"io"
 
 	"github.com/quantscope/quantscope/calib"
@@ -52,7 +53,7 @@ func (s *streamFlags) options(w4a string, stderr io.Writer) (model.Options, *cal
 		opt.Scales = sf.Scales
 	}
 	if !model.Causal(opt) {
-		fmt.Fprintln(stderr, "note: W4A-NVFP4 is not causal here: operands without a calibrated scale (always the norm outputs, which repack dynamically; o_proj/down_proj inputs without --scales) take their global scale from the amax of every token of the call, as GPT-QModel's uncalibrated stream does")
+		fmt.Fprintln(stderr, "note: "+ops.NonCausalNote)
 	}
 	return opt, sf, nil
 }

@@ -83,17 +83,38 @@ func TestW4APanel(t *testing.T) {
 		t.Errorf("the per-line plot has %s points, want %d", page["points"], 2*len(lines))
 	}
 
-	// W4A-NVFP4: the companion runs it or refuses it, and the page shows which.
-	eval[bool](t, ctx, `(document.getElementById("w4a-mode").value = "nvfp4", document.getElementById("w4a-eval").click(), true)`)
-	waitJS(t, ctx, `document.getElementById("w4a").dataset.state !== "running"`, 120*time.Second)
-	switch st := eval[string](t, ctx, `document.getElementById("w4a").dataset.state + ": " + document.getElementById("w4a-status").textContent`); {
-	case strings.HasPrefix(st, "done"):
-		if label := eval[string](t, ctx, `document.getElementById("w4a-ppl").innerText`); !strings.Contains(label, "W4A nvfp4") {
-			t.Errorf("nvfp4 eval done but the table shows %q", label)
-		}
-	case !strings.HasPrefix(st, "error") || !strings.Contains(st, "nvfp4"):
-		t.Errorf("nvfp4 eval: %s, want done or an error naming nvfp4", st)
+	// W4A-NVFP4 with the recipe chosen in the card: the job takes it, the
+	// table names it, the perplexity is eval --recipe's, and the card says
+	// the run is not causal; while it runs its buttons are off (one job at
+	// a time), and no "null" is written under the table.
+	eval[bool](t, ctx, `(document.getElementById("w4a-mode").value = "nvfp4", document.getElementById("w4a-recipe").value = "nvidia", document.getElementById("w4a-eval").click(), true)`)
+	if !eval[bool](t, ctx, `document.getElementById("w4a").dataset.state !== "running" || (document.getElementById("w4a-eval").disabled && document.getElementById("w4a-calib").disabled)`) {
+		t.Error("the card's buttons stay on while its job runs")
 	}
+	waitJS(t, ctx, `document.getElementById("w4a").dataset.state !== "running"`, 120*time.Second)
+	if st := eval[string](t, ctx, `document.getElementById("w4a").dataset.state + ": " + document.getElementById("w4a-status").textContent`); !strings.HasPrefix(st, "done") {
+		t.Fatalf("nvfp4 eval: %s", st)
+	}
+	if label := eval[string](t, ctx, `document.getElementById("w4a-ppl").innerText`); !strings.Contains(label, "W4A nvfp4 (nvidia)") {
+		t.Errorf("nvfp4 eval done but the table shows %q", label)
+	}
+	if err := json.Unmarshal(quantscope(t, "eval", "--json", "--compare", "--w4a", "nvfp4", "--recipe", "nvidia", "--text", f, "--endpoint", base, repo), &cli); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := strconv.ParseFloat(eval[string](t, ctx, `document.getElementById("w4a-w4a-ppl").dataset.value`), 64); got != cli.W4A.Perplexity {
+		t.Errorf("W4A-NVFP4 (nvidia) perplexity on the page %v, eval --recipe nvidia %v", got, cli.W4A.Perplexity)
+	}
+	if out := eval[string](t, ctx, `document.getElementById("w4a-eval-out").innerText`); !strings.Contains(out, "not causal") || strings.Contains(out, "null") {
+		t.Errorf("the card under the table: %q", out)
+	}
+
+	// Lines past the companion's message limit are refused on the page,
+	// before they would close the connection.
+	eval[bool](t, ctx, `(document.getElementById("w4a-text").value = "x ".repeat(200000), document.getElementById("w4a-eval").click(), true)`)
+	if st := eval[string](t, ctx, `document.getElementById("w4a-status").textContent`); !strings.Contains(st, "message limit") || !eval[bool](t, ctx, `companion.connected()`) {
+		t.Errorf("a paste past the limit: %q, connected %v", st, eval[bool](t, ctx, `companion.connected()`))
+	}
+	eval[bool](t, ctx, `(document.getElementById("w4a-text").value = `+jsQuote(strings.Join(lines, "\n"))+`, true)`)
 
 	// Calibration: run it when the companion offers the op, else say so.
 	if eval[bool](t, ctx, `companion.info().ops.includes("calibrate")`) {
@@ -126,9 +147,39 @@ func TestW4APanel(t *testing.T) {
 		t.Logf("screenshot: %s", p)
 	}
 
-	// Without the companion the card goes away.
+	// Without the companion the card keeps its results, its buttons off
+	// and the reason said; a repo opened then has no card.
 	eval[bool](t, ctx, `(companion.disconnect(), true)`)
-	waitJS(t, ctx, `document.getElementById("w4a").hidden`, 10*time.Second)
+	waitJS(t, ctx, `document.getElementById("w4a-ops").textContent.includes("not connected")`, 10*time.Second)
+	if !eval[bool](t, ctx, `!document.getElementById("w4a").hidden && document.getElementById("w4a-eval").disabled && !!document.getElementById("w4a-ppl")`) {
+		t.Error("the card's results went with the companion")
+	}
+	other := synth.Org + "/Llama-small"
+	do(t, ctx, chromedp.Navigate(base+"/?source="+other))
+	waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(other), 60*time.Second)
+	if !eval[bool](t, ctx, `document.getElementById("w4a").hidden`) {
+		t.Error("a card without a companion on a fresh repo")
+	}
+}
+
+// A job of the card belongs to its repo: opening another repo cancels it,
+// and nothing it sends is shown there.
+func TestW4AJobStaysWithItsRepo(t *testing.T) {
+	ctx := newBrowser(t, 1366, 1400)
+	base, token := serveToken(t, "--demo")
+	repo, other := synth.Org+"/Llama-small-GPTQ", synth.Org+"/Llama-tiny-NVFP4"
+	do(t, ctx, chromedp.Navigate(base+"/?token="+token+"&source="+repo))
+	waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(repo)+" && companion.connected()", 60*time.Second)
+	waitJS(t, ctx, `!document.getElementById("w4a").hidden`, 10*time.Second)
+	long := strings.Repeat("1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\n", 300)
+	eval[bool](t, ctx, `(document.getElementById("w4a-kind").value = "ids", document.getElementById("w4a-text").value = `+jsQuote(long)+`, document.getElementById("w4a-mode").value = "fp8", document.getElementById("w4a-eval").click(), true)`)
+	waitJS(t, ctx, `document.getElementById("w4a").dataset.state === "running"`, 10*time.Second)
+	eval[bool](t, ctx, `(document.getElementById("source").value = `+jsQuote(other)+`, document.getElementById("open-form").requestSubmit(), true)`)
+	waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(other), 60*time.Second)
+	time.Sleep(3 * time.Second) // time for the old job's answer, were it not cancelled
+	if got := eval[string](t, ctx, `document.getElementById("w4a-eval-out").innerText + "|" + document.getElementById("w4a-status").textContent`); got != "|" {
+		t.Errorf("the other repo's card shows %q", got)
+	}
 }
 
 // The card offers only what the forward can run on the repo on screen: on

@@ -6,11 +6,14 @@
 // el at call time.
 "use strict";
 
-const w4aUI = { source: "", rev: "", inv: null, job: null };
+const w4aUI = { source: "", rev: "", inv: null, job: null, results: false };
 
-// renderW4A is app.js's hook: a repo is on screen (source, revision).
+// renderW4A is app.js's hook: a repo is on screen (source, revision). A job
+// still running for the repo before is cancelled, and what it returns is
+// not shown here.
 function renderW4A(inv, source, rev) {
-  Object.assign(w4aUI, { inv, source, rev });
+  if (w4aUI.job && (source !== w4aUI.source || rev !== w4aUI.rev)) companion.cancel(w4aUI.job.id);
+  Object.assign(w4aUI, { inv, source, rev, results: false });
   const body = $("w4a-body");
   if (!body) return;
   if (!body.dataset.built) {
@@ -24,14 +27,25 @@ function renderW4A(inv, source, rev) {
   w4aShow();
 }
 
-// w4aShow shows the card only while a companion is connected, and says what
-// the connected one cannot do.
+// w4aShow shows the card while a companion is connected, and says what the
+// connected one cannot do. When the companion goes away the card stays if
+// it holds results or a job's outcome, its buttons off and the reason said.
 function w4aShow() {
   const card = $("w4a");
   if (!card) return;
   const on = !!(window.companion && companion.connected() && w4aUI.source);
-  card.hidden = !on;
-  if (!on) return;
+  if (!on) {
+    const keep = !card.hidden && w4aUI.source && (w4aUI.results || w4aUI.job || card.dataset.state === "error");
+    card.hidden = !keep;
+    if (keep) {
+      for (const id of ["w4a-eval", "w4a-calib", "w4a-cancel"]) $(id).disabled = true;
+      $("w4a-ops").textContent = "The companion is not connected: these results stay, and the jobs come back when it does (Settings → Companion).";
+    }
+    return;
+  }
+  card.hidden = false;
+  $("w4a-ops").textContent = "";
+  $("w4a-cancel").disabled = false;
   const ops = (companion.info() || {}).ops || [];
   // Calibration reads a token-ids file on the companion's machine, which a
   // companion allows only under the folder it was started with (--in-dir).
@@ -56,8 +70,14 @@ function w4aShow() {
   $("w4a-kind").options[0].disabled = !f.tokenizer;
   if (!f.tokenizer && $("w4a-kind").value === "text") {
     $("w4a-kind").value = "ids";
+    w4aUI.kindAuto = true;
     if ($("w4a-text").value === w4aDefaultText) $("w4a-text").value = w4aDefaultIDs;
+  } else if (f.tokenizer && w4aUI.kindAuto) { // set for a repo without one: back to text
+    $("w4a-kind").value = "text";
+    w4aUI.kindAuto = false;
+    if ($("w4a-text").value === w4aDefaultIDs) $("w4a-text").value = w4aDefaultText;
   }
+  if (w4aUI.job) $("w4a-eval").disabled = $("w4a-calib").disabled = true; // one job at a time
   $("w4a-why").textContent = !llama ? `The companion's forward runs Llama decoders (LlamaForCausalLM); this repo's model is ` +
       `${f.model_type || "not stated"}${(f.architectures || []).length ? " (" + f.architectures.join(", ") + ")" : ""}, so neither job can run on it.` :
     [w4aWhy ? `Perplexity runs dense only, and calibration not at all: ${w4aWhy}.` : "",
@@ -113,31 +133,50 @@ function w4aData() {
 // showing progress and the error if the companion refuses.
 async function w4aRun(op, params, inline) {
   const status = $("w4a-status");
+  if (w4aUI.job) return null; // one job at a time (its buttons are off meanwhile)
   let data = {};
   if (inline) try { data = w4aData(); } catch (e) { status.textContent = e.message; return null; }
-  const p = companion.submit(op, w4aUI.source, w4aUI.rev, "", Object.assign(data, params),
-    m => { status.textContent = `${op}: ${m.phase} ${m.done}${m.total ? " of " + m.total : ""} (${(m.elapsed_ms / 1000).toFixed(1)} s)`; });
+  const all = Object.assign(data, params);
+  // A message past the companion's limit would close the connection (every
+  // job with it): refused here, with what to do instead.
+  const limit = ((companion.info() || {}).limits || {}).max_message_bytes;
+  const size = new TextEncoder().encode(JSON.stringify(all)).length;
+  if (limit && size > limit - 4096) {
+    status.textContent = `${op}: the pasted lines are ${bytes(size)}, past the companion's ${bytes(limit)} message limit: paste fewer, or run quantscope ${op} on the command line with a file`;
+    $("w4a").dataset.state = "error";
+    return null;
+  }
+  const mine = w4aUI.source + "@" + w4aUI.rev;
+  const p = companion.submit(op, w4aUI.source, w4aUI.rev, "", all,
+    m => { if (w4aUI.source + "@" + w4aUI.rev === mine) status.textContent = `${op}: ${m.phase} ${m.done}${m.total ? " of " + m.total : ""} (${(m.elapsed_ms / 1000).toFixed(1)} s)`; });
   w4aUI.job = p;
   $("w4a-cancel").hidden = false;
   $("w4a").dataset.state = "running";
+  w4aShow(); // its buttons off while it runs
   try {
     const r = await p;
+    if (w4aUI.source + "@" + w4aUI.rev !== mine) return null; // another repo is on screen now
     status.textContent = `${op}: done in ${(r.elapsedMS / 1000).toFixed(1)} s`;
     $("w4a").dataset.state = "done";
+    w4aUI.results = true;
     return r;
   } catch (e) {
-    status.textContent = `${op} failed: ${e.message}`;
-    $("w4a").dataset.state = "error";
+    if (w4aUI.source + "@" + w4aUI.rev !== mine) return null;
+    const cancelled = /cancel/i.test(e.code || "") || /^cancelled$/i.test(e.message);
+    status.textContent = cancelled ? `${op}: cancelled` : `${op} failed: ${e.message}`;
+    $("w4a").dataset.state = cancelled ? "cancelled" : "error";
     return null;
   } finally {
     $("w4a-cancel").hidden = true;
     w4aUI.job = null;
+    w4aShow();
   }
 }
 
 async function w4aEval() {
   const mode = $("w4a-mode").value;
-  const r = await w4aRun("eval", mode === "none" ? { w4a: "none" } : { w4a: mode, compare: true }, true);
+  const recipe = mode === "nvfp4" ? $("w4a-recipe").value : "";
+  const r = await w4aRun("eval", mode === "none" ? { w4a: "none" } : Object.assign({ w4a: mode, compare: true }, recipe ? { recipe } : {}), true);
   if (!r) return;
   const j = mode === "none" ? { dense: r.json } : r.json;
   const row = (name, p, id) => el("tr", {}, el("th", { text: name }),
@@ -147,14 +186,15 @@ async function w4aEval() {
   const d = j.difference;
   const table = el("table", { class: "small", id: "w4a-ppl" },
     el("tr", {}, el("th", { text: "" }), el("th", { text: "tokens" }), el("th", { text: "mean NLL" }), el("th", { text: "perplexity" })),
-    row("dense", j.dense, "w4a-dense"), d ? row("W4A " + j.w4a_mode, j.w4a, "w4a-w4a") : null,
+    row("dense", j.dense, "w4a-dense"), d ? row("W4A " + j.w4a_mode + (recipe ? ` (${recipe})` : ""), j.w4a, "w4a-w4a") : null,
     d ? el("tr", {}, el("th", { text: "difference" }), el("td", {}),
       el("td", { text: (d.nll >= 0 ? "+" : "") + d.nll.toFixed(6) }),
       el("td", { id: "w4a-ratio", text: `${d.perplexity >= 0 ? "+" : ""}${d.perplexity.toFixed(4)} (×${d.perplexity_ratio.toFixed(5)})`, data: { value: String(d.perplexity_ratio) } })) : null);
   const dense = r.arrays["nll.none"], w4 = d ? r.arrays["nll." + j.w4a_mode] : null;
   const canvas = el("canvas", { id: "w4a-lines-plot", class: "w4a-plot" });
-  $("w4a-eval-out").replaceChildren(el("h3", { text: "Perplexity" }), table, j.note ? el("p", { class: "hint", text: j.note }) : null,
-    el("h3", { text: "Mean NLL per line" }), canvas);
+  $("w4a-eval-out").replaceChildren(...[el("h3", { text: "Perplexity" }), table,
+    j.note ? el("p", { class: "hint", text: j.note }) : null, j.causal_note ? el("p", { class: "warn-text", id: "w4a-causal", text: j.causal_note }) : null,
+    el("h3", { text: "Mean NLL per line" }), canvas].filter(Boolean)); // replaceChildren writes a null as "null"
   w4aPlot(canvas, [{ name: "dense", values: dense ? Array.from(dense.data) : [], color: "--f-dense" },
     ...(d ? [{ name: "W4A " + j.w4a_mode, values: w4 ? Array.from(w4.data) : [], color: "--f-fp8" }] : [])], { xlabel: "line", ylabel: "NLL" });
 }

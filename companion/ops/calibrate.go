@@ -167,8 +167,12 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 		// keeps quantize from taking these inputs for another module
 		note := File{Name: f.Name + ".json", Data: calib.InputsNote(p.Module, x)}
 		if env.WriteDir != "" {
-			// the note first: an old one must never stand beside new inputs
-			for _, w := range []*File{&note, &f} {
+			// An old note goes first, this one last: a note never stands
+			// beside inputs it does not describe, even when a write fails.
+			if err := removeUnder(env.WriteDir, note.Name); err != nil {
+				return nil, fmt.Errorf("calibrate: rule calibrate-path: the old note %q under %s: %w", note.Name, env.WriteDir, err)
+			}
+			for _, w := range []*File{&f, &note} {
 				if w.Path, err = writeUnder("calibrate", env.WriteDir, w.Name, w.Data); err != nil {
 					return nil, err
 				}

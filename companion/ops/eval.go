@@ -45,6 +45,10 @@ const maxEvalFile = 64 << 20
 // W4ANote says where the CPU reference path's numbers differ from GPT-QModel's.
 const W4ANote = "W4A on the CPU reference path runs with a float32 model dtype; GPT-QModel runs FP16/BF16 on CUDA"
 
+// NonCausalNote is said of a W4A-NVFP4 run that is not causal
+// (model.Causal): the command line prints it, a job's result carries it.
+const NonCausalNote = "W4A-NVFP4 is not causal here: operands without a calibrated scale (always the norm outputs, which repack dynamically; o_proj/down_proj inputs without --scales) take their global scale from the amax of every token of the call, as GPT-QModel's uncalibrated stream does"
+
 func evalOp(ctx context.Context, env Env, module string, raw json.RawMessage) (*Result, error) {
 	var p EvalParams
 	if err := DecodeParams("eval", raw, &p); err != nil {
@@ -103,8 +107,12 @@ func evalOp(ctx context.Context, env Env, module string, raw json.RawMessage) (*
 		out.JSON = res[0]
 		return out, nil
 	}
+	causal := ""
+	if !model.Causal(streamOptions(mode, p.Attention, p.Recipe, p.Scales, nil)) {
+		causal = NonCausalNote
+	}
 	out.JSON = map[string]any{
-		"dense": res[0], "w4a": res[1], "w4a_mode": mode, "note": W4ANote,
+		"dense": res[0], "w4a": res[1], "w4a_mode": mode, "note": W4ANote, "recipe": p.Recipe, "causal_note": causal,
 		"difference": map[string]float64{
 			"nll":              res[1].NLL - res[0].NLL,
 			"perplexity":       res[1].Perplexity - res[0].Perplexity,

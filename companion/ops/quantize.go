@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -334,10 +336,39 @@ func writeUnder(op, dir, rel string, data []byte) (string, error) {
 		return "", fmt.Errorf("%s: the output folder: %w", op, err)
 	}
 	defer root.Close()
+	// say what is wrong with the path in the user's words, not openat's
+	if fi, err := root.Stat(filepath.Dir(rel)); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s: rule %s-path: %q: its folder %s does not exist under the companion's output folder %s", op, op, rel, filepath.Dir(rel), dir)
+	}
+	if fi, err := root.Stat(rel); err == nil && fi.IsDir() {
+		return "", fmt.Errorf("%s: rule %s-path: %q is a folder under %s; give a file's name", op, op, rel, dir)
+	}
 	if err := root.WriteFile(rel, data, 0o644); err != nil {
-		return "", fmt.Errorf("%s: rule %s-path: writing %q under %s: %w", op, op, rel, dir, err)
+		return "", fmt.Errorf("%s: rule %s-path: writing %q under %s: %w", op, op, rel, dir, bareOp(err))
 	}
 	return filepath.Join(dir, rel), nil
+}
+
+// bareOp is a path error's cause alone (the path is said already).
+func bareOp(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// removeUnder removes rel inside dir, if it is there.
+func removeUnder(dir, rel string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 func f32Bytes(v []float32) []byte {

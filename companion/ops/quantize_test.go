@@ -264,6 +264,7 @@ func TestQuantizePath(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
 	run := func(wdir, path string) (*Result, error) {
 		params, _ := json.Marshal(map[string]string{"format": "fp8_e4m3", "path": path})
 		if path == "" {
@@ -276,7 +277,8 @@ func TestQuantizePath(t *testing.T) {
 		{dir, "../q.safetensors", "not a relative path inside"},
 		{dir, filepath.Join(outside, "q.safetensors"), "not a relative path inside"},
 		{dir, "link/q.safetensors", "quantize-path"},
-		{dir, "missing/q.safetensors", "quantize-path"},
+		{dir, "missing/q.safetensors", `"missing/q.safetensors": its folder missing does not exist under the companion's output folder`},
+		{dir, "sub", `"sub" is a folder under`},
 	} {
 		if _, err := run(tc.dir, tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("dir %q path %q: err %v, want %q", tc.dir, tc.path, err, tc.want)

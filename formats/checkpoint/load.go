@@ -140,13 +140,13 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 // with an index, the files of the hub's sharded naming (…-00001-of-00009…);
 // without one, every .safetensors file.
 func likelyShards(files []hub.File, sizes map[string]int64) []string {
-	_, indexed := sizes[indexFile]
+	if _, indexed := sizes[indexFile]; !indexed {
+		shards, _, _ := unindexedShards("", files) // those the load will read; none when it refuses
+		return shards
+	}
 	var out []string
 	for _, f := range files {
-		if !strings.HasSuffix(f.Path, ".safetensors") {
-			continue
-		}
-		if !indexed || (strings.Contains(f.Path, "-of-") && !strings.Contains(f.Path, "/")) {
+		if strings.HasSuffix(f.Path, ".safetensors") && strings.Contains(f.Path, "-of-") && !strings.Contains(f.Path, "/") {
 			out = append(out, f.Path)
 		}
 	}
@@ -264,7 +264,11 @@ func (e *sourceError) Unwrap() error { return e.err }
 func inSource(src hub.Source, p string, err error) error {
 	name, msg := src.Name(), err.Error()
 	if strings.HasPrefix(msg, p+":") && (name == p || strings.HasSuffix(name, "/"+p) || strings.HasSuffix(name, ":"+p)) {
-		return &sourceError{name + msg[len(p):], err}
+		rest := strings.TrimPrefix(msg[len(p):], ": ")
+		if strings.HasPrefix(rest, "GET "+name+":") {
+			return &sourceError{rest, err} // a plain URL: the request names it already
+		}
+		return &sourceError{name + ": " + rest, err}
 	}
 	return &sourceError{name + ": " + msg, err}
 }
