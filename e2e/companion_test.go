@@ -97,3 +97,25 @@ func TestCompanionPage(t *testing.T) {
 }
 
 func jsQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// A message past the companion's limit closes the connection with 1009 in
+// the browser too (a close the page explains), not 1006: the companion
+// reads the rest of the message before it closes the socket, which would
+// otherwise answer it with a reset that drops the close frame. (8 MB: a
+// message that outlasts the socket buffers, as a long paste did.)
+func TestOversizedMessageCloseCode(t *testing.T) {
+	base, token := serveToken(t, "--demo")
+	ctx := newBrowser(t, 1000, 800)
+	do(t, ctx, chromedp.Navigate(base+"/"))
+	code, err := chromedp.Run(ctx, chromedp.Evaluate[int](`new Promise(resolve => {
+	  const ws = new WebSocket(location.origin.replace(/^http/, "ws") + "/ws?token=`+token+`");
+	  ws.onmessage = e => { if (JSON.parse(e.data).type === "hello") ws.send(JSON.stringify({ type: "cancel", id: "x".repeat(8000000) })); };
+	  ws.onclose = e => resolve(e.code);
+	})`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 1009 {
+		t.Errorf("close code %d, want 1009", code)
+	}
+}

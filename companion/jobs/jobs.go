@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -186,8 +187,18 @@ func (c *conn) reader() {
 	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(c.m.opt.PongWait)) })
 	for {
 		kind, data, err := c.ws.ReadMessage()
+		if errors.Is(err, websocket.ErrReadLimit) {
+			// gorilla has sent the close frame (1009). The rest of the
+			// message is still unread: closing the socket now would answer
+			// it with a reset, and a browser would drop the close frame and
+			// see 1006. Read on, for a moment, until the client closes.
+			nc := c.ws.UnderlyingConn()
+			nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			io.Copy(io.Discard, io.LimitReader(nc, 64<<20))
+			return
+		}
 		if err != nil {
-			return // closed, too large (gorilla closes with 1009), or silent past PongWait
+			return // closed, or silent past PongWait
 		}
 		c.ws.SetReadDeadline(time.Now().Add(c.m.opt.PongWait))
 		if kind != websocket.TextMessage {
