@@ -404,7 +404,7 @@ function renderFindings(fs) {
   }
   const items = first.map(findingItem);
   for (const [rule, more] of rest) {
-    const li = el("li", { class: "more", data: { moreRule: rule } }, el("button", { type: "button", class: "linkish", text: `… and ${int(more.length)} more ${rule}`,
+    const li = el("li", { class: "more", data: { moreRule: rule, moreCount: String(more.length) } }, el("button", { type: "button", class: "linkish", text: `… and ${int(more.length)} more ${rule}`,
       onclick: () => li.replaceWith(...more.map(findingItem)) }));
     items.push(li);
   }
