@@ -132,6 +132,43 @@ func TestW4APanel(t *testing.T) {
 		if n := eval[string](t, ctx, `(document.getElementById("w4a-amax-plot")||{dataset:{}}).dataset.points + "/" + (document.getElementById("w4a-gs-plot")||{dataset:{}}).dataset.points`); n != "9/9" {
 			t.Errorf("calibration plots: %s points, want 9/9 (%s)", n, eval[string](t, ctx, `document.getElementById("w4a-status").textContent`))
 		}
+		// The calibration leads somewhere: its report downloads as
+		// calibrate --out writes it, and the W4A-NVFP4 perplexity with its
+		// scales is eval --scales's.
+		recipe := eval[string](t, ctx, `document.getElementById("w4a-recipe").value`)
+		rep := filepath.Join(t.TempDir(), "act_max.json")
+		quantscope(t, "calibrate", "--pass", "act_max", "--w4a", "nvfp4", "--recipe", recipe, "--data", filepath.Join(inDir, "calib.txt"), "--out", rep, "--endpoint", base, repo)
+		var cliRep, pageRep struct {
+			Recipe       string
+			GlobalScales map[string]float32 `json:"global_scales"`
+		}
+		if b, err := os.ReadFile(rep); err != nil || json.Unmarshal(b, &cliRep) != nil {
+			t.Fatalf("calibrate --out: %v", err)
+		}
+		dl, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.getElementById("w4a-calib-download").href).then(r => r.text())`, chromedp.EvalAwaitPromise))
+		if err != nil || json.Unmarshal([]byte(dl), &pageRep) != nil || len(pageRep.GlobalScales) != 9 || pageRep.Recipe != cliRep.Recipe {
+			t.Fatalf("the downloaded report: %v %q", err, dl)
+		}
+		for k, v := range cliRep.GlobalScales {
+			if pageRep.GlobalScales[k] != v {
+				t.Errorf("global scale %s: page %v, calibrate --out %v", k, pageRep.GlobalScales[k], v)
+			}
+		}
+		uncalibrated := cli.W4A.Perplexity // eval --recipe nvidia without scales, above
+		eval[bool](t, ctx, `(document.getElementById("w4a-use-scales").checked = true, document.getElementById("w4a-mode").value = "nvfp4", document.getElementById("w4a-eval").click(), true)`)
+		waitJS(t, ctx, `document.getElementById("w4a").dataset.state !== "running"`, 120*time.Second)
+		if st := eval[string](t, ctx, `document.getElementById("w4a").dataset.state + ": " + document.getElementById("w4a-status").textContent`); !strings.HasPrefix(st, "done") {
+			t.Fatalf("eval with the calibrated scales: %s", st)
+		}
+		if label := eval[string](t, ctx, `document.getElementById("w4a-ppl").innerText`); !strings.Contains(label, "calibrated scales") {
+			t.Errorf("the table does not say the scales were used: %q", label)
+		}
+		if err := json.Unmarshal(quantscope(t, "eval", "--json", "--compare", "--w4a", "nvfp4", "--scales", rep, "--text", f, "--endpoint", base, repo), &cli); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := strconv.ParseFloat(eval[string](t, ctx, `document.getElementById("w4a-w4a-ppl").dataset.value`), 64); got != cli.W4A.Perplexity || got == uncalibrated {
+			t.Errorf("W4A-NVFP4 with calibrated scales: page %v, eval --scales %v, without them %v", got, cli.W4A.Perplexity, uncalibrated)
+		}
 	} else {
 		msg := eval[string](t, ctx, `document.getElementById("w4a-ops").textContent`)
 		if !strings.Contains(msg, `no "calibrate" operation`) || !eval[bool](t, ctx, `document.getElementById("w4a-calib").disabled`) {

@@ -13,7 +13,7 @@ const w4aUI = { source: "", rev: "", inv: null, job: null, results: false };
 // not shown here.
 function renderW4A(inv, source, rev) {
   if (w4aUI.job && (source !== w4aUI.source || rev !== w4aUI.rev)) companion.cancel(w4aUI.job.id);
-  Object.assign(w4aUI, { inv, source, rev, results: false });
+  Object.assign(w4aUI, { inv, source, rev, results: false, scales: null });
   const body = $("w4a-body");
   if (!body) return;
   if (!body.dataset.built) {
@@ -175,8 +175,9 @@ async function w4aRun(op, params, inline) {
 
 async function w4aEval() {
   const mode = $("w4a-mode").value;
-  const recipe = mode === "nvfp4" ? $("w4a-recipe").value : "";
-  const r = await w4aRun("eval", mode === "none" ? { w4a: "none" } : Object.assign({ w4a: mode, compare: true }, recipe ? { recipe } : {}), true);
+  const calibrated = mode === "nvfp4" ? w4aScalesParams() : null;
+  const recipe = calibrated ? calibrated.recipe : mode === "nvfp4" ? $("w4a-recipe").value : "";
+  const r = await w4aRun("eval", mode === "none" ? { w4a: "none" } : Object.assign({ w4a: mode, compare: true }, recipe ? { recipe } : {}, calibrated || {}), true);
   if (!r) return;
   const j = mode === "none" ? { dense: r.json } : r.json;
   const row = (name, p, id) => el("tr", {}, el("th", { text: name }),
@@ -186,7 +187,7 @@ async function w4aEval() {
   const d = j.difference;
   const table = el("table", { class: "small", id: "w4a-ppl" },
     el("tr", {}, el("th", { text: "" }), el("th", { text: "tokens" }), el("th", { text: "mean NLL" }), el("th", { text: "perplexity" })),
-    row("dense", j.dense, "w4a-dense"), d ? row("W4A " + j.w4a_mode + (recipe ? ` (${recipe})` : ""), j.w4a, "w4a-w4a") : null,
+    row("dense", j.dense, "w4a-dense"), d ? row("W4A " + j.w4a_mode + (recipe ? ` (${recipe}${calibrated ? ", calibrated scales" : ""})` : ""), j.w4a, "w4a-w4a") : null,
     d ? el("tr", {}, el("th", { text: "difference" }), el("td", {}),
       el("td", { text: (d.nll >= 0 ? "+" : "") + d.nll.toFixed(6) }),
       el("td", { id: "w4a-ratio", text: `${d.perplexity >= 0 ? "+" : ""}${d.perplexity.toFixed(4)} (×${d.perplexity_ratio.toFixed(5)})`, data: { value: String(d.perplexity_ratio) } })) : null);
@@ -228,6 +229,25 @@ async function w4aCalibrate() {
         (first.tokens !== undefined ? `, ${first.tokens} tokens in ${first.samples} samples` : "") + ")" }));
   w4aPlot(amax, series("amax"), { log: true, xlabel: "layer", ylabel: "amax" });
   w4aPlot(gs, series("global_scale"), { log: true, xlabel: "layer", ylabel: "global scale" });
+  // What a calibration is for: the W4A-NVFP4 perplexity with these global
+  // scales (as eval --scales FILE), and the report itself (calibrate --out's).
+  w4aUI.scales = { report: rep, source: w4aUI.source, rev: w4aUI.rev };
+  const use = el("input", { type: "checkbox", id: "w4a-use-scales" });
+  const url = URL.createObjectURL(new Blob([JSON.stringify(rep) + "\n"], { type: "application/json" }));
+  $("w4a-calib-out").append(el("p", { class: "tools" },
+    el("label", {}, use, ` use these global scales in the W4A-NVFP4 perplexity (recipe ${rep.recipe}${rep.attention ? ", attention " + rep.attention : ""})`),
+    el("a", { id: "w4a-calib-download", href: url, download: "act_max.json", text: "download the report (as calibrate --out writes it, for eval --scales)" })));
+}
+
+// w4aScalesParams is what the perplexity job takes from the calibration
+// when the card says to use it: the scales, and the recipe and attention
+// policy they were calibrated under (the job refuses any other).
+function w4aScalesParams() {
+  const c = w4aUI.scales, use = $("w4a-use-scales");
+  if (!use || !use.checked || !c || c.source !== w4aUI.source || c.rev !== w4aUI.rev) return null;
+  const p = { scales: c.report.global_scales, recipe: c.report.recipe };
+  if (c.report.attention) p.attention = c.report.attention;
+  return p;
 }
 
 // w4aPlot draws series as lines with dots over their index (log y when
