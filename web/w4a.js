@@ -233,7 +233,8 @@ async function w4aCalibrate() {
   // scales (as eval --scales FILE), and the report itself (calibrate --out's).
   w4aUI.scales = { report: rep, source: w4aUI.source, rev: w4aUI.rev };
   const use = el("input", { type: "checkbox", id: "w4a-use-scales" });
-  const url = URL.createObjectURL(new Blob([JSON.stringify(rep) + "\n"], { type: "application/json" }));
+  if (w4aUI.reportURL) URL.revokeObjectURL(w4aUI.reportURL); // the last report's
+  const url = w4aUI.reportURL = URL.createObjectURL(new Blob([JSON.stringify(rep) + "\n"], { type: "application/json" }));
   $("w4a-calib-out").append(el("p", { class: "tools" },
     el("label", {}, use, ` use these global scales in the W4A-NVFP4 perplexity (recipe ${rep.recipe}${rep.attention ? ", attention " + rep.attention : ""})`),
     el("a", { id: "w4a-calib-download", href: url, download: "act_max.json", text: "download the report (as calibrate --out writes it, for eval --scales)" })));
