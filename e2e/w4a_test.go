@@ -82,6 +82,13 @@ func TestW4APanel(t *testing.T) {
 	if page["points"] != strconv.Itoa(2*len(lines)) {
 		t.Errorf("the per-line plot has %s points, want %d", page["points"], 2*len(lines))
 	}
+	// The module panel opening beside the report narrows the plot: it is
+	// drawn again at its new width, not stretched.
+	before := eval[int](t, ctx, `document.getElementById("w4a-lines-plot").clientWidth`)
+	eval[bool](t, ctx, `(selectModule("model.layers.0.mlp.down_proj"), true)`)
+	waitJS(t, ctx, `document.body.classList.contains("panel-open")`, 10*time.Second)
+	waitJS(t, ctx, `(() => { const c = document.getElementById("w4a-lines-plot"); return c.clientWidth !== `+strconv.Itoa(before)+` && c.width === Math.round(c.clientWidth * (window.devicePixelRatio || 1)); })()`, 10*time.Second)
+	eval[bool](t, ctx, `(closePanel(true), true)`)
 
 	// W4A-NVFP4 with the recipe chosen in the card: the job takes it, the
 	// table names it, the perplexity is eval --recipe's, and the card says

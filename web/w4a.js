@@ -17,7 +17,8 @@ function renderW4A(inv, source, rev) {
   const body = $("w4a-body");
   if (!body) return;
   if (!body.dataset.built) {
-    body.replaceChildren(w4aControls(), el("div", { id: "w4a-status", class: "hint", role: "status", "aria-live": "polite" }),
+    body.replaceChildren(w4aControls(), el("progress", { id: "w4a-progress", hidden: "", "aria-label": "job progress" }),
+      el("div", { id: "w4a-status", class: "hint", role: "status", "aria-live": "polite" }),
       el("div", { id: "w4a-eval-out" }), el("div", { id: "w4a-calib-out" }));
     body.dataset.built = "1";
   }
@@ -148,7 +149,13 @@ async function w4aRun(op, params, inline) {
   }
   const mine = w4aUI.source + "@" + w4aUI.rev;
   const p = companion.submit(op, w4aUI.source, w4aUI.rev, "", all,
-    m => { if (w4aUI.source + "@" + w4aUI.rev === mine) status.textContent = `${op}: ${m.phase} ${m.done}${m.total ? " of " + m.total : ""} (${(m.elapsed_ms / 1000).toFixed(1)} s)`; });
+    m => {
+      if (w4aUI.source + "@" + w4aUI.rev !== mine) return;
+      const bar = $("w4a-progress");
+      bar.hidden = !m.total;
+      if (m.total) { bar.max = m.total; bar.value = m.done; }
+      status.textContent = `${op}: ${m.total ? Math.floor(100 * m.done / m.total) + "%, " : ""}${m.phase} step ${m.done}${m.total ? " of " + m.total : ""} (${(m.elapsed_ms / 1000).toFixed(1)} s)`;
+    });
   w4aUI.job = p;
   $("w4a-cancel").hidden = false;
   $("w4a").dataset.state = "running";
@@ -168,6 +175,7 @@ async function w4aRun(op, params, inline) {
     return null;
   } finally {
     $("w4a-cancel").hidden = true;
+    $("w4a-progress").hidden = true;
     w4aUI.job = null;
     w4aShow();
   }
@@ -254,6 +262,17 @@ function w4aScalesParams() {
 // w4aPlot draws series as lines with dots over their index (log y when
 // opts.log; NaN and non-positive log values are gaps), with a legend.
 function w4aPlot(canvas, series, opts = {}) {
+  // drawn again when the canvas changes width (the module panel opening
+  // beside it narrows the report): its pixels would stretch instead
+  if (!canvas.w4aObserved && window.ResizeObserver) {
+    canvas.w4aObserved = true;
+    let last = 0;
+    new ResizeObserver(() => {
+      if (canvas.isConnected && canvas.clientWidth && canvas.clientWidth !== last) { last = canvas.clientWidth; w4aPlot(canvas, canvas.w4aSeries, canvas.w4aOpts); }
+    }).observe(canvas);
+  }
+  canvas.w4aSeries = series;
+  canvas.w4aOpts = opts;
   const css = n => getComputedStyle(document.documentElement).getPropertyValue(n).trim() || "#888";
   const dpr = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || 600, h = canvas.clientHeight || 200;
