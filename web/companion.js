@@ -89,7 +89,7 @@ if (typeof window !== "undefined") (function () {
       st.title = "quantscope " + d.info.program + " (protocol " + d.info.protocol + ") on " + d.info.cpu_cores + " CPU cores; operations: " + d.info.ops.join(", ");
     } else {
       st.textContent = ws ? "companion: connecting…" : "no companion" + (d.error ? " (" + d.error + ")" : "");
-      st.title = "Run `quantscope serve` and open the URL it prints, or set the companion in Settings.";
+      st.title = "Run `quantscope serve` and open the URL it prints (again after a reload: its token is kept in memory only), or set the companion in Settings.";
     }
   }
 
