@@ -77,19 +77,28 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		// An old note goes first, the note of these inputs last: a note
-		// never stands beside inputs it does not describe, even when a write
-		// fails between the two.
+		// The inputs are written whole first (not yet under their name);
+		// only then does the old note go, the inputs take the name and their
+		// note follows. A failed write leaves the old inputs with their own
+		// note; no note ever stands beside inputs it does not describe.
+		o, err := createOut(*out)
+		if err != nil {
+			return err
+		}
+		if _, err := o.f.Write(calib.F32Bytes(x)); err != nil {
+			o.abort()
+			return o.wrap(err)
+		}
 		if err := os.Remove(*out + ".json"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			o.abort()
 			return fmt.Errorf("--out %s: the old note beside it: %w", *out, err)
 		}
-		for _, w := range []struct {
-			path string
-			data []byte
-		}{{*out, calib.F32Bytes(x)}, {*out + ".json", calib.InputsNote(p.Module, x)}} {
-			if err := writeOut(w.path, func(f *os.File) error { _, err := f.Write(w.data); return err }); err != nil {
-				return err
-			}
+		if err := o.commit(); err != nil {
+			return err
+		}
+		note := calib.InputsNote(p.Module, x)
+		if err := writeOut(*out+".json", func(f *os.File) error { _, err := f.Write(note); return err }); err != nil {
+			return err
 		}
 		_, err = fmt.Fprintf(stdout, "%s: %d tokens × %d inputs written to %s (little-endian float32)\nnext: quantscope quantize --format nvfp4 --recipe local_hessian --data %s --out FILE %s %s\n", p.Module, x.Rows, x.Cols, *out, *out, pos[0], p.Module)
 		return err

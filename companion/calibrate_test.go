@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,15 +117,17 @@ func TestCalibrateCLI(t *testing.T) {
 	if _, _, err := runArgs("report", "--data", acts, gptq, "model.layers.1.self_attn.q_proj"); err == nil || !strings.Contains(err.Error(), "the inputs of module") {
 		t.Fatalf("report with another module's inputs: %v", err)
 	}
-	// A dump for up_proj that cannot be written (a folder where its
-	// .partial goes) leaves no note claiming the old inputs are up_proj's.
-	os.Mkdir(acts+".partial", 0o755)
-	if _, _, err := runArgs("calibrate", "--pass", "local_hessian", "--module", "model.layers.0.mlp.up_proj", "--data", held, "--out", acts, gptq); err == nil {
-		t.Fatal("a dump through a folder in the way succeeded")
+	// A dump for up_proj whose write fails part-way (the shell's ulimit -f:
+	// 4 kB of its 15 kB) leaves down_proj's inputs with their own note: up_proj
+	// is still refused them, and down_proj still takes them.
+	cmd := exec.Command("sh", "-c", `ulimit -f 8 && exec "$0" -test.run='^$'`, os.Args[0])
+	cmd.Env = append(os.Environ(), "QUANTSCOPE_RUN_MAIN=1", "QUANTSCOPE_ARGS="+strings.Join([]string{"calibrate", "--pass", "local_hessian", "--module", "model.layers.0.mlp.up_proj", "--data", held, "--out", acts, gptq}, " "))
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "--out "+acts+": file too large") {
+		t.Fatalf("a dump past the file-size limit: %v %s", err, out)
 	}
-	os.Remove(acts + ".partial")
-	if b, err := os.ReadFile(acts + ".json"); err == nil && strings.Contains(string(b), "up_proj") {
-		t.Fatalf("the note now says up_proj beside down_proj's inputs: %s", b)
+	_, _, err = runArgs("quantize", "--format", "nvfp4", "--recipe", "local_hessian", "--data", acts, "--out", q, gptq, "model.layers.0.mlp.up_proj")
+	if err == nil || !strings.Contains(err.Error(), `the inputs of module "model.layers.0.mlp.down_proj"`) {
+		t.Fatalf("after the failed dump, down_proj's inputs for up_proj: %v", err)
 	}
 	if _, _, err := runArgs("quantize", "--format", "nvfp4", "--recipe", "local_hessian", "--data", acts, "--out", q, gptq, "model.layers.0.mlp.down_proj"); err != nil {
 		t.Fatalf("down_proj's inputs after the failed dump: %v", err)

@@ -3,25 +3,33 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+	"regexp"
+	"strconv"
 )
 
-// outFile is the file a command writes its result to (--out). A regular
-// file, or a new one, is written beside its name as NAME.partial and renamed
-// over it once whole (through a symbolic link, over the file the link names,
-// with that file's mode), so a run that fails leaves what was there and no
-// half file under the name asked for. What is no regular file (a device such
-// as /dev/null, a named pipe, /dev/stdout and the /proc/self/fd files) is
-// written in place, front to back, and never removed; so is a file in a
-// folder this user may not write in.
+// outFile is the file a command writes its result to (--out).
+//
+//   - A regular file, or a new one, is written to a temporary file of its
+//     own beside it (NAME.partial…, unique, so two runs never share one) and
+//     renamed over it once whole: a run that fails leaves what was there and
+//     no half file under the name asked for. Through symbolic links it is the
+//     file they name that is replaced, with its mode.
+//   - /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are the
+//     descriptors this process inherited: written through them as they are
+//     (a file opened for appending keeps what it held), never reopened.
+//   - Any other file that is not a regular one (a device such as /dev/null,
+//     a named pipe) is written in place, front to back, never removed.
+//   - A regular file in a folder this user may not create files in (or, in
+//     a sticky folder, replace them) is written in place, as a shell's > does.
 type outFile struct {
 	path   string // as the user gave it
 	f      *os.File
-	tmp    string // the file being written, "" when in place
-	target string // what tmp is renamed to: path, or the file its link names
+	tmp    string // the temporary file, "" when written in place
+	target string // what tmp is renamed to: path, or the file its links name
 }
 
 // checkOut refuses an --out path that cannot be written before any work is
@@ -43,63 +51,101 @@ func checkOut(path string) error {
 	return nil
 }
 
-// outTarget follows path's symbolic links to the file they name; special
-// is whether a hop lies under /dev or /proc (stdout, a descriptor), which
-// is written in place whatever it names.
-func outTarget(path string) (target string, special bool) {
-	p, err := filepath.Abs(path)
-	if err != nil {
-		return path, false
+// inheritedFD is the descriptor a path names when it is one this process
+// inherited (/dev/stdout, /dev/fd/1, /proc/self/fd/1), else -1.
+func inheritedFD(path string) int {
+	switch filepath.Clean(path) {
+	case "/dev/stdin":
+		return 0
+	case "/dev/stdout":
+		return 1
+	case "/dev/stderr":
+		return 2
 	}
-	for range 40 {
-		if strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/") {
-			return p, true
+	if m := fdPath.FindStringSubmatch(filepath.Clean(path)); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			return n
 		}
+	}
+	return -1
+}
+
+var fdPath = regexp.MustCompile(`^/(?:dev/fd|proc/self/fd)/(\d+)$`)
+
+// outTarget is the file path's symbolic links name, resolved as the kernel
+// resolves them (each folder on the way with its own links), whether or not
+// it exists yet; an error for a loop of links.
+func outTarget(path string) (string, error) {
+	p := path
+	for range 40 {
+		if t, err := filepath.EvalSymlinks(p); err == nil {
+			return t, nil
+		}
+		// Not there (yet), or a link to nothing: resolve its folder, then
+		// follow the last part by hand.
+		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+		if err != nil {
+			return p, nil // checkOut said the folder is there; leave it to open
+		}
+		p = filepath.Join(dir, filepath.Base(p))
 		fi, err := os.Lstat(p)
 		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-			return p, false
+			return p, nil
 		}
 		l, err := os.Readlink(p)
 		if err != nil {
-			return p, false
+			return p, nil
 		}
 		if !filepath.IsAbs(l) {
-			l = filepath.Join(filepath.Dir(p), l)
+			l = filepath.Join(dir, l)
 		}
 		p = l
 	}
-	return p, false
+	return "", fmt.Errorf("--out %s: a loop of symbolic links", path)
 }
 
 func createOut(path string) (*outFile, error) {
 	if err := checkOut(path); err != nil {
 		return nil, err
 	}
-	target, special := outTarget(path)
+	if fd := inheritedFD(path); fd >= 0 {
+		f, err := dupFD(fd, path) // its own descriptor on the same open file: offset and append mode shared
+		if err != nil {
+			return nil, fmt.Errorf("--out %s: descriptor %d: %w", path, fd, err)
+		}
+		return &outFile{path: path, f: f}, nil
+	}
+	target, err := outTarget(path)
+	if err != nil {
+		return nil, err
+	}
 	fi, statErr := os.Stat(target)
-	if !special && (statErr != nil || fi.Mode().IsRegular()) {
-		tmp := target + ".partial"
+	if statErr == nil && !fi.Mode().IsRegular() { // a device, a pipe: in place
+		f, err := os.OpenFile(target, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("--out %s: %w", path, bare(err))
+		}
+		return &outFile{path: path, f: f}, nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(target), filepath.Base(target)+".partial*")
+	if err == nil {
 		mode := os.FileMode(0o644)
 		if statErr == nil {
-			mode = fi.Mode().Perm()
+			mode = fi.Mode().Perm() // the replaced file's
 		}
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-		if err == nil {
-			if statErr == nil {
-				f.Chmod(mode) // the replaced file's mode, whatever the umask
-			}
-			return &outFile{path: path, f: f, tmp: tmp, target: target}, nil
-		}
-		if statErr != nil || !errors.Is(err, fs.ErrPermission) {
-			return nil, fmt.Errorf("--out %s: %w", path, err) // it names the .partial in the way
-		}
-		// a folder this user may not write in, a file they may: in place
+		f.Chmod(mode)
+		return &outFile{path: path, f: f, tmp: f.Name(), target: target}, nil
 	}
-	flags := os.O_WRONLY
-	if statErr == nil && fi.Mode().IsRegular() {
-		flags |= os.O_TRUNC
+	if statErr != nil || !errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("--out %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, flags, 0)
+	// A folder this user may not create files in, a file they may write:
+	// in place, as a shell's > would.
+	return inPlace(path, target)
+}
+
+func inPlace(path, target string) (*outFile, error) {
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("--out %s: %w", path, bare(err))
 	}
@@ -107,10 +153,10 @@ func createOut(path string) (*outFile, error) {
 }
 
 // seekable tells whether bands may be written at their own offsets, in any
-// order (a regular file), rather than front to back.
+// order (a file of our own), rather than front to back.
 func (o *outFile) seekable() bool { return o.tmp != "" }
 
-// wrap names the file the user gave in a write's error, not the .partial
+// wrap names the file the user gave in a write's error, not the temporary
 // one they never named.
 func (o *outFile) wrap(err error) error {
 	if err == nil {
@@ -119,19 +165,42 @@ func (o *outFile) wrap(err error) error {
 	return fmt.Errorf("--out %s: %w", o.path, bare(err))
 }
 
-// commit closes the file and puts it under its name.
+// commit closes the file and puts it under its name. In a sticky folder
+// (/tmp) where another user's file may be written but not replaced, its
+// bytes are copied into that file instead.
 func (o *outFile) commit() error {
-	if err := o.f.Close(); err != nil {
-		o.abort()
+	if o.tmp == "" {
+		return o.wrap(o.f.Close())
+	}
+	err := os.Rename(o.tmp, o.target)
+	if err != nil && errors.Is(err, fs.ErrPermission) {
+		err = o.copyInPlace()
+	}
+	o.f.Close()
+	if err != nil {
+		os.Remove(o.tmp)
 		return o.wrap(err)
 	}
-	if o.tmp != "" {
-		if err := os.Rename(o.tmp, o.target); err != nil {
-			os.Remove(o.tmp)
-			return o.wrap(err)
-		}
-	}
 	return nil
+}
+
+func (o *outFile) copyInPlace() error {
+	dst, err := os.OpenFile(o.target, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := o.f.Seek(0, io.SeekStart); err != nil {
+		dst.Close()
+		return err
+	}
+	_, err = io.Copy(dst, o.f)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		os.Remove(o.tmp)
+	}
+	return err
 }
 
 // abort closes the file and removes what was written of it, never the

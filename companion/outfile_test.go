@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -98,6 +100,44 @@ func TestOutFile(t *testing.T) {
 	}
 	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o600 {
 		t.Errorf("the replaced file's mode %v, was 0600", fi.Mode().Perm())
+	}
+
+	// A relative link in a folder reached through a link is followed as
+	// the kernel follows it: from the real folder.
+	os.MkdirAll(filepath.Join(tmp, "real", "sub"), 0o755)
+	os.Symlink(filepath.Join("real", "sub"), filepath.Join(tmp, "work"))
+	os.Symlink(filepath.Join("..", "keep.f32"), filepath.Join(tmp, "real", "sub", "out.f32"))
+	os.WriteFile(filepath.Join(tmp, "keep.f32"), []byte("UNRELATED"), 0o644)
+	if _, stderr, code := runMain(t, "decode", "--out", filepath.Join(tmp, "work", "out.f32"), src, mod); code != 0 {
+		t.Fatalf("decode --out through a linked folder: %s", stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(tmp, "keep.f32")); string(b) != "UNRELATED" {
+		t.Error("a file the link does not name was overwritten")
+	}
+	if b, _ := os.ReadFile(filepath.Join(tmp, "real", "keep.f32")); !bytes.Equal(b, ref) {
+		t.Errorf("the file the link names holds %d bytes", len(b))
+	}
+
+	// Two runs writing one --out at once: each writes a temporary file of
+	// its own, so the file is one run's whole output, never a mix.
+	other, _ := os.ReadFile(want) // up_proj's, from above
+	down := filepath.Join(tmp, "down.f32")
+	if _, stderr, code := runMain(t, "decode", "--out", down, src, "model.layers.0.mlp.down_proj"); code != 0 {
+		t.Fatal(stderr)
+	}
+	downRef, _ := os.ReadFile(down)
+	both := filepath.Join(tmp, "both.f32")
+	for range 4 {
+		done := make(chan int, 2)
+		for _, m := range []string{mod, "model.layers.0.mlp.down_proj"} {
+			go func() { _, _, code := runMain(t, "decode", "--out", both, src, m); done <- code }()
+		}
+		if a, b := <-done, <-done; a != 0 || b != 0 {
+			t.Fatalf("concurrent runs: exit %d, %d", a, b)
+		}
+		if b, _ := os.ReadFile(both); !bytes.Equal(b, other) && !bytes.Equal(b, downRef) {
+			t.Fatalf("two runs at once left %d bytes that are neither's output", len(b))
+		}
 	}
 
 	// A folder at --out is refused before any work.

@@ -107,15 +107,19 @@ func TestOversizedMessageCloseCode(t *testing.T) {
 	base, token := serveToken(t, "--demo")
 	ctx := newBrowser(t, 1000, 800)
 	do(t, ctx, chromedp.Navigate(base+"/"))
-	code, err := chromedp.Run(ctx, chromedp.Evaluate[int](`new Promise(resolve => {
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`new Promise(resolve => {
 	  const ws = new WebSocket(location.origin.replace(/^http/, "ws") + "/ws?token=`+token+`");
-	  ws.onmessage = e => { if (JSON.parse(e.data).type === "hello") ws.send(JSON.stringify({ type: "cancel", id: "x".repeat(8000000) })); };
-	  ws.onclose = e => resolve(e.code);
+	  let t0 = 0;
+	  ws.onmessage = e => { if (JSON.parse(e.data).type === "hello") { t0 = performance.now(); ws.send(JSON.stringify({ type: "cancel", id: "x".repeat(8000000) })); } };
+	  ws.onclose = e => resolve([e.code, performance.now() - t0]);
 	})`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code != 1009 {
-		t.Errorf("close code %d, want 1009", code)
+	if got[0] != 1009 {
+		t.Errorf("close code %v, want 1009", got[0])
 	}
+	// how soon it closed is logged, not asserted (a loaded machine is slow):
+	// half-closing lets the browser answer at once instead of after 2 s
+	t.Logf("closed %.0f ms after the message was sent", got[1])
 }

@@ -218,11 +218,15 @@ func TestW4AJobStaysWithItsRepo(t *testing.T) {
 	long := strings.Repeat("1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\n", 300)
 	eval[bool](t, ctx, `(document.getElementById("w4a-kind").value = "ids", document.getElementById("w4a-text").value = `+jsQuote(long)+`, document.getElementById("w4a-mode").value = "fp8", document.getElementById("w4a-eval").click(), true)`)
 	waitJS(t, ctx, `document.getElementById("w4a").dataset.state === "running"`, 10*time.Second)
+	eval[bool](t, ctx, `(() => { window.cancelled = []; const c = companion.cancel; companion.cancel = id => { cancelled.push(id); return c(id); }; return true; })()`)
 	eval[bool](t, ctx, `(document.getElementById("source").value = `+jsQuote(other)+`, document.getElementById("open-form").requestSubmit(), true)`)
 	waitJS(t, ctx, "document.body.dataset.loaded === "+jsQuote(other), 60*time.Second)
 	time.Sleep(3 * time.Second) // time for the old job's answer, were it not cancelled
-	if got := eval[string](t, ctx, `document.getElementById("w4a-eval-out").innerText + "|" + document.getElementById("w4a-status").textContent`); got != "|" {
+	if got := eval[string](t, ctx, `document.getElementById("w4a-eval-out").innerText + "|" + document.getElementById("w4a-status").textContent + "|" + (document.getElementById("w4a").dataset.state || "")`); got != "||" {
 		t.Errorf("the other repo's card shows %q", got)
+	}
+	if n := eval[int](t, ctx, `cancelled.length`); n != 1 {
+		t.Errorf("the old repo's job was cancelled %d times, want once", n)
 	}
 }
 

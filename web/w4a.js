@@ -25,6 +25,8 @@ function renderW4A(inv, source, rev) {
   $("w4a-eval-out").replaceChildren();
   $("w4a-calib-out").replaceChildren();
   $("w4a-status").textContent = "";
+  $("w4a-progress").hidden = true;
+  delete $("w4a").dataset.state; // the last repo's job, its outcome: not this repo's
   w4aShow();
 }
 

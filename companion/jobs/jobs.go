@@ -191,8 +191,12 @@ func (c *conn) reader() {
 			// gorilla has sent the close frame (1009). The rest of the
 			// message is still unread: closing the socket now would answer
 			// it with a reset, and a browser would drop the close frame and
-			// see 1006. Read on, for a moment, until the client closes.
+			// see 1006. Half-close (the client, seeing the end, closes its
+			// side) and read on until it does, 2 s at most.
 			nc := c.ws.UnderlyingConn()
+			if tc, ok := nc.(interface{ CloseWrite() error }); ok {
+				tc.CloseWrite()
+			}
 			nc.SetReadDeadline(time.Now().Add(2 * time.Second))
 			io.Copy(io.Discard, io.LimitReader(nc, 64<<20))
 			return

@@ -167,17 +167,26 @@ func Calibrate(ctx context.Context, env Env, p CalibrateParams) (*Result, error)
 		// keeps quantize from taking these inputs for another module
 		note := File{Name: f.Name + ".json", Data: calib.InputsNote(p.Module, x)}
 		if env.WriteDir != "" {
-			// An old note goes first, this one last: a note never stands
-			// beside inputs it does not describe, even when a write fails.
+			// The inputs are written whole under a name of their own first;
+			// only then does the old note go, the inputs take their name and
+			// their note follows: a failed write leaves the old inputs with
+			// their own note.
+			partial := fitName(stem, ".f32.partial")
+			if _, err = writeUnder("calibrate", env.WriteDir, partial, f.Data); err != nil {
+				return nil, err
+			}
 			if err := removeUnder(env.WriteDir, note.Name); err != nil {
+				removeUnder(env.WriteDir, partial)
 				return nil, fmt.Errorf("calibrate: rule calibrate-path: the old note %q under %s: %w", note.Name, env.WriteDir, err)
 			}
-			for _, w := range []*File{&f, &note} {
-				if w.Path, err = writeUnder("calibrate", env.WriteDir, w.Name, w.Data); err != nil {
-					return nil, err
-				}
-				w.Data = nil
+			if f.Path, err = renameUnder("calibrate", env.WriteDir, partial, f.Name); err != nil {
+				removeUnder(env.WriteDir, partial)
+				return nil, err
 			}
+			if note.Path, err = writeUnder("calibrate", env.WriteDir, note.Name, note.Data); err != nil {
+				return nil, err
+			}
+			f.Data, note.Data = nil, nil
 		}
 		return &Result{
 			JSON:  map[string]any{"pass": p.Pass, "module": p.Module, "tokens": x.Rows, "in": x.Cols, "file": f.Name, "data": ref, "next": "quantscope quantize --format nvfp4 --recipe local_hessian --data " + f.Name + " --out FILE SOURCE " + p.Module},

@@ -337,8 +337,13 @@ func writeUnder(op, dir, rel string, data []byte) (string, error) {
 	}
 	defer root.Close()
 	// say what is wrong with the path in the user's words, not openat's
-	if fi, err := root.Stat(filepath.Dir(rel)); err != nil || !fi.IsDir() {
+	switch fi, err := root.Stat(filepath.Dir(rel)); {
+	case errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("%s: rule %s-path: %q: its folder %s does not exist under the companion's output folder %s", op, op, rel, filepath.Dir(rel), dir)
+	case err != nil: // a link out of the folder, among others
+		return "", fmt.Errorf("%s: rule %s-path: %q: its folder %s under %s cannot be used: %w", op, op, rel, filepath.Dir(rel), dir, bareOp(err))
+	case !fi.IsDir():
+		return "", fmt.Errorf("%s: rule %s-path: %q: %s under %s is a file, not a folder", op, op, rel, filepath.Dir(rel), dir)
 	}
 	if fi, err := root.Stat(rel); err == nil && fi.IsDir() {
 		return "", fmt.Errorf("%s: rule %s-path: %q is a folder under %s; give a file's name", op, op, rel, dir)
@@ -356,6 +361,20 @@ func bareOp(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// renameUnder renames from to rel inside dir (both inside it), and says
+// where rel is.
+func renameUnder(op, dir, from, rel string) (string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("%s: the output folder: %w", op, err)
+	}
+	defer root.Close()
+	if err := root.Rename(from, rel); err != nil {
+		return "", fmt.Errorf("%s: rule %s-path: %q under %s: %w", op, op, rel, dir, bareOp(err))
+	}
+	return filepath.Join(dir, rel), nil
 }
 
 // removeUnder removes rel inside dir, if it is there.

@@ -265,6 +265,7 @@ func TestQuantizePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "afile"), nil, 0o644)
 	run := func(wdir, path string) (*Result, error) {
 		params, _ := json.Marshal(map[string]string{"format": "fp8_e4m3", "path": path})
 		if path == "" {
@@ -279,6 +280,8 @@ func TestQuantizePath(t *testing.T) {
 		{dir, "link/q.safetensors", "quantize-path"},
 		{dir, "missing/q.safetensors", `"missing/q.safetensors": its folder missing does not exist under the companion's output folder`},
 		{dir, "sub", `"sub" is a folder under`},
+		{dir, "afile/q.safetensors", `"afile/q.safetensors": afile under ` + dir + ` is a file, not a folder`},
+		{dir, "link/q.safetensors", `"link/q.safetensors": its folder link under ` + dir + ` cannot be used`},
 	} {
 		if _, err := run(tc.dir, tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("dir %q path %q: err %v, want %q", tc.dir, tc.path, err, tc.want)
