@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -127,13 +128,11 @@ func createOut(path string) (*outFile, error) {
 		}
 		return &outFile{path: path, f: f}, nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(target), filepath.Base(target)+".partial*")
+	f, err := createPartial(target)
 	if err == nil {
-		mode := os.FileMode(0o644)
 		if statErr == nil {
-			mode = fi.Mode().Perm() // the replaced file's
+			f.Chmod(fi.Mode().Perm()) // the replaced file's mode; a new one's is the umask's
 		}
-		f.Chmod(mode)
 		return &outFile{path: path, f: f, tmp: f.Name(), target: target}, nil
 	}
 	if statErr != nil || !errors.Is(err, fs.ErrPermission) {
@@ -142,6 +141,21 @@ func createOut(path string) (*outFile, error) {
 	// A folder this user may not create files in, a file they may write:
 	// in place, as a shell's > would.
 	return inPlace(path, target)
+}
+
+// createPartial creates a file of this run's own beside target
+// (TARGET.partialNNNN, O_EXCL), with the mode a new file gets (0666 less
+// the umask), as os.Create would give target itself.
+func createPartial(target string) (*os.File, error) {
+	var err error
+	for range 100 {
+		var f *os.File
+		f, err = os.OpenFile(target+".partial"+strconv.FormatUint(uint64(rand.Uint32()), 10), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, err
 }
 
 func inPlace(path, target string) (*outFile, error) {

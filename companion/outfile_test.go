@@ -140,6 +140,14 @@ func TestOutFile(t *testing.T) {
 		}
 	}
 
+	// A new file gets the mode os.Create would give it: 0666 less the umask.
+	old := syscall.Umask(0o077)
+	_, stderr, code := runMain(t, "decode", "--out", filepath.Join(tmp, "private.f32"), src, mod)
+	syscall.Umask(old)
+	if fi, err := os.Stat(filepath.Join(tmp, "private.f32")); code != 0 || err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a new file under umask 077: exit %d %s, %v %v", code, stderr, fi, err)
+	}
+
 	// A folder at --out is refused before any work.
 	if _, stderr, code := runMain(t, "decode", "--out", tmp, src, mod); code != 1 || !strings.Contains(stderr, "--out "+tmp+": is a folder") {
 		t.Errorf("--out FOLDER: exit %d, %q", code, stderr)
