@@ -97,8 +97,8 @@ func printFit(w io.Writer, r *fit.Report) error {
 	if r.TPRefused != "" {
 		fmt.Fprintf(&b, "  tp %d cannot run this model: %s (the GPUs column counts the degrees that can)\n", r.TP, r.TPRefused)
 	}
-	if r.MaxPosition > 0 && r.Context > r.MaxPosition {
-		fmt.Fprintf(&b, "  context %d is past max_position_embeddings %d: memory aside, the model does not reach it\n", r.Context, r.MaxPosition)
+	if r.ContextRefused != "" {
+		fmt.Fprintf(&b, "  context %d cannot be served: %s (max context: the longest the memory holds, up to it)\n", r.Context, r.ContextRefused)
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  %-10s %9s %10s %11s %10s %12s\n", "gpu", "memory", "usable", fmt.Sprintf("fits tp %d", r.TP), "GPUs", "max context")
@@ -108,9 +108,13 @@ func printFit(w io.Writer, r *fit.Report) error {
 			fits = "yes"
 		} else if r.TPRefused != "" {
 			fits = "no (tp)"
+		} else if r.ContextRefused != "" {
+			fits = "no (context)"
 		}
 		if v.Count > 0 {
 			count = fmt.Sprint(v.Count)
+		} else if r.ContextRefused != "" {
+			count = "—"
 		}
 		fmt.Fprintf(&b, "  %-10s %9s %10s %11s %10s %12d\n", v.Name, gb(v.MemoryBytes), gb(v.UsableBytes), fits, count, v.MaxContext)
 	}

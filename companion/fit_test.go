@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -75,6 +76,14 @@ func TestFitHuman(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("no %q in\n%s", want, s)
 		}
+	}
+	// a context past max_position_embeddings fits on no GPU, and says why
+	out.Reset()
+	if err := run(context.Background(), []string{"fit", "--context", "1000000", dir}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "context 1000000 cannot be served: it is past max_position_embeddings") || !regexp.MustCompile(`\n  H100 .* no \(context\) +— `).MatchString(s) || strings.Contains(s, " yes ") {
+		t.Errorf("a context past the model's:\n%s", s)
 	}
 }
 

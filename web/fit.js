@@ -108,8 +108,7 @@ function fitDraw(rep) {
     ["KV cache", `${attn}: ${int(rep.kv_bytes_per_token)} B a token; ${int(rep.context)} tokens × ${rep.batch} = ${gb(rep.per_gpu_kv_bytes)} a GPU`, "fit-kv", rep.per_gpu_kv_bytes],
     ["need", `${gb(need)} a GPU at TP ${rep.tp}, before the reserve`, "fit-need", need],
     rep.tp_refused ? ["TP " + rep.tp, `cannot run this model: ${rep.tp_refused}`, "fit-tp-refused"] : null,
-    rep.max_position_embeddings && rep.context > rep.max_position_embeddings ?
-      ["context", `${int(rep.context)} is past max_position_embeddings ${int(rep.max_position_embeddings)}: memory aside, the model does not reach it`, "fit-past-max"] : null,
+    rep.context_refused ? ["context", `${int(rep.context)} cannot be served: ${rep.context_refused}`, "fit-past-max"] : null,
   ].filter(Boolean));
   // The chosen GPU's memory: weights, KV, reserve and what is left.
   const chosen = rep.gpus.find(g => g.name === $("fit-gpu").value) || rep.gpus[0];
@@ -139,8 +138,8 @@ function fitDraw(rep) {
   for (const g of rep.gpus) {
     t.append(el("tr", { class: g.name === chosen.name ? "chosen" : "", data: { gpu: g.name, fits: g.fits, count: g.count, max: g.max_context } },
       el("td", { text: g.name }), el("td", { class: "num", text: gb(g.memory_bytes) }),
-      el("td", { class: "num " + (g.fits ? "yes" : "no"), text: g.fits ? "yes" : rep.tp_refused ? "no (TP)" : "no" }),
-      el("td", { class: "num", text: g.count ? String(g.count) : "more than 8" }),
+      el("td", { class: "num " + (g.fits ? "yes" : "no"), text: g.fits ? "yes" : rep.tp_refused ? "no (TP)" : rep.context_refused ? "no (context)" : "no" }),
+      el("td", { class: "num", text: g.count ? String(g.count) : rep.context_refused ? "—" : "more than 8" }),
       el("td", { class: "num", text: rep.tp_refused ? "—" : int(g.max_context) })));
   }
   const notes = el("details", { id: "fit-assumptions" }, el("summary", { text: `assumptions (${rep.assumptions.length})` }),

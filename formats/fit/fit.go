@@ -165,6 +165,10 @@ type Report struct {
 	// TPRefused says why the asked TP degree cannot run the model at all
 	// (it does not divide the attention heads); "" when it can.
 	TPRefused string `json:"tp_refused,omitempty"`
+	// ContextRefused says why the asked context cannot be served at all
+	// (past max_position_embeddings, which vLLM refuses as max_model_len):
+	// then no GPU fits, whatever its memory.
+	ContextRefused string `json:"context_refused,omitempty"`
 
 	Assumptions []string  `json:"assumptions"`
 	GPUs        []Verdict `json:"gpus"`
@@ -428,7 +432,7 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 	case o.Context > 0:
 		rep.Context = o.Context
 		if m.MaxPosition > 0 && o.Context > m.MaxPosition {
-			notes = append(notes, fmt.Sprintf("context %d is past max_position_embeddings %d", o.Context, m.MaxPosition))
+			rep.ContextRefused = fmt.Sprintf("it is past max_position_embeddings %d, which vLLM refuses as max_model_len", m.MaxPosition)
 		}
 	case m.MaxPosition > 0:
 		rep.Context = min(m.MaxPosition, DefaultContextCap)
@@ -489,11 +493,14 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 	for _, g := range gpus {
 		v := Verdict{Name: g.Name, MemoryBytes: g.MemoryBytes, UsableBytes: e.usable(g)}
 		v.NeedBytes = e.need(o.TP, rep.Context, rep.Batch)
-		v.Fits = v.NeedBytes <= v.UsableBytes && e.divisible(o.TP)
+		v.Fits = v.NeedBytes <= v.UsableBytes && e.divisible(o.TP) && rep.ContextRefused == ""
 		if e.divisible(o.TP) {
 			v.MaxContext = e.maxContext(o.TP, rep.Batch, v.UsableBytes, limit)
 		}
 		for _, n := range Counts {
+			if rep.ContextRefused != "" {
+				break // no count of GPUs serves it
+			}
 			if e.divisible(n) && e.need(n, rep.Context, rep.Batch) <= v.UsableBytes {
 				v.Count = n
 				break

@@ -2,6 +2,7 @@ package fit
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -270,6 +271,16 @@ func TestFP8KV(t *testing.T) {
 	hasNote(t, rep, "tp 16: does not divide the 8 attention heads and 4 KV heads")
 	eq(t, "tp_refused tp16", rep.TPRefused, "it does not divide the 8 attention heads and 4 KV heads, which vLLM refuses")
 	eq(t, "tp_refused tp1", estimate(t, r, Options{}).TPRefused, "")
+
+	// A context past max_position_embeddings fits nowhere, however large
+	// the GPU: vLLM refuses it as max_model_len. Max context still says how
+	// far the memory goes, up to the limit.
+	rep = estimate(t, r, Options{Context: d.MaxPos + 1, GPUs: []GPU{{"big", 141 * GB}}})
+	eq(t, "context past the limit fits", rep.GPUs[0].Fits, false)
+	eq(t, "context_refused", rep.ContextRefused, fmt.Sprintf("it is past max_position_embeddings %d, which vLLM refuses as max_model_len", d.MaxPos))
+	eq(t, "max_context past the limit", rep.GPUs[0].MaxContext, d.MaxPos)
+	eq(t, "count past the limit", rep.GPUs[0].Count, 0)
+	eq(t, "context_refused at the limit", estimate(t, r, Options{Context: d.MaxPos}).ContextRefused, "")
 }
 
 // TestW4A: GPT-QModel's staged operands of GPTQ INT4 weights, only when asked,
