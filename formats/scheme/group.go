@@ -344,8 +344,11 @@ func cmpModuleName(a, b *Module) int { return strings.Compare(a.Name, b.Name) }
 func kindOf(name string) string {
 	n := strings.ToLower(name)
 	switch {
-	case strings.HasSuffix(n, ".gate") || strings.HasSuffix(n, ".router") || strings.Contains(n, ".router."):
-		return "router" // an MoE router: runtimes build it unquantized whatever the config says
+	case strings.HasSuffix(n, ".gate") || strings.HasSuffix(n, ".router") || strings.Contains(n, ".router."),
+		strings.Contains(n, "mlp.gate.") || strings.Contains(n, "moe.gate.") || strings.Contains(n, "feed_forward.gate."):
+		// an MoE router and its own tensors (DeepSeek's e_score_correction_bias),
+		// as the layer map and diff file them: runtimes build it unquantized
+		return "router"
 	case strings.Contains(n, "expert"):
 		return "experts"
 	case strings.Contains(n, "embed") || strings.HasSuffix(n, "wte") || strings.HasSuffix(n, "wpe"):
