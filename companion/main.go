@@ -84,9 +84,12 @@ func (e *usageError) line() string {
 }
 
 func main() {
-	// A run is short and its garbage is mostly header strings: trade memory
-	// for fewer collections, within a bound.
-	debug.SetGCPercent(400)
+	// An inventory's run is short and its garbage is mostly header strings:
+	// trade memory for fewer collections, within a bound. The streamed
+	// commands keep the default, which holds them to their working set.
+	if len(os.Args) > 1 && (os.Args[1] == "inspect" || os.Args[1] == "diff" || os.Args[1] == "fit") {
+		debug.SetGCPercent(400)
+	}
 	debug.SetMemoryLimit(4 << 30)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
