@@ -24,14 +24,22 @@ const (
 	RuleScale2Inconsistent   = "scale2-inconsistent"   // weight_scale_2 dtypes or shapes differ across modules
 	RuleLabelVsBytes         = "label-vs-bytes"        // an FP4/FP8 label on a checkpoint whose bytes are mostly 16-bit
 	RuleNothingQuantized     = "label-nothing-quantized"
-	RuleSiblingConfig        = "sibling-config"   // one file's neighbouring config.json could not be read: the file is read alone
-	RuleShardUnreadable      = "shard-unreadable" // with Options.KeepGoing: a shard that could not be read
-	RuleSubfolderShard       = "subfolder-shard"  // without an index: a .safetensors file below the repo's top, not read
+	RuleSiblingConfig        = "sibling-config"        // one file's neighbouring config.json could not be read: the file is read alone
+	RuleShardUnreadable      = "shard-unreadable"      // with Options.KeepGoing: a shard that could not be read
+	RuleSubfolderShard       = "subfolder-shard"       // without an index: a .safetensors file below the repo's top, not read
+	RuleConfigFilesDisagree  = "config-files-disagree" // hf_quant_config.json and config.json's quantization_config differ
 )
 
 func (c *Checkpoint) checkRepo(ctx context.Context) []scheme.Finding {
 	var out []scheme.Finding
 	s := c.Scheme
+	// Two config files that say different things: runtimes differ in which
+	// they read (vLLM config.json's quantization_config first, TensorRT-LLM
+	// hf_quant_config.json), so the repo runs differently in each.
+	for _, d := range s.Conflicts {
+		out = append(out, scheme.Finding{Rule: RuleConfigFilesDisagree, Severity: scheme.SeverityWarning,
+			Message: d + "; this inventory reads config.json's, as vLLM does, while TensorRT-LLM reads hf_quant_config.json"})
+	}
 	// What the config files say of each module against what is stored.
 	for _, m := range c.Modules {
 		declared, known := s.Declared(m)

@@ -81,6 +81,10 @@ type Scheme struct {
 	DeclaredIn       []string              `json:"declared_in,omitempty"` // config.json, hf_quant_config.json
 	// Dynamic is GPT-QModel's per-module overrides, in file order (dynamic.go).
 	Dynamic []DynamicRule `json:"dynamic,omitempty"`
+	// Conflicts says where hf_quant_config.json and config.json's
+	// quantization_config disagree (each a sentence); config.json's word is
+	// the one read, as vLLM reads it.
+	Conflicts []string `json:"conflicts,omitempty"`
 
 	lists atomic.Value // *compiledLists: the lists above compiled on first use (match.go)
 	// fileScale is a lone file's quantscope.scale (FromFileMetadata), which
@@ -146,12 +150,47 @@ func Detect(configJSON, hfQuantJSON []byte) (*Scheme, error) {
 			s.DeclaredIn = append(s.DeclaredIn, "config.json")
 			s.groupOrder = configGroupOrder(configJSON, "config_groups")
 			s.dynamicOrder = configGroupOrder(configJSON, "dynamic")
+			before := *s
 			if err := s.readQuantizationConfig(qc); err != nil {
 				return nil, err
+			}
+			if hfQuantJSON != nil {
+				s.Conflicts = conflicts(&before, s)
 			}
 		}
 	}
 	return s, nil
+}
+
+// conflicts compares what hf_quant_config.json declared (hf) with what
+// config.json's quantization_config made of it (cfg): the method, ModelOpt's
+// algorithm, its exclude list and KV-cache algorithm, each where both say one.
+func conflicts(hf, cfg *Scheme) []string {
+	var out []string
+	say := func(what, a, b string) {
+		if a != "" && b != "" && a != b {
+			out = append(out, fmt.Sprintf("%s: hf_quant_config.json says %s, config.json's quantization_config says %s", what, a, b))
+		}
+	}
+	say("quantization method", hf.Method, cfg.Method)
+	if cfg.Method == hf.Method {
+		say("quant_algo", hf.QuantAlgo, cfg.QuantAlgo)
+		say("kv_cache_quant_algo", hf.KVCache, cfg.KVCache)
+		if hf.ExcludeModules != nil && cfg.ExcludeModules != nil && !sameSet(hf.ExcludeModules, cfg.ExcludeModules) {
+			out = append(out, fmt.Sprintf("exclude_modules: hf_quant_config.json lists %d, config.json's quantization_config %d, not the same", len(hf.ExcludeModules), len(cfg.ExcludeModules)))
+		}
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }
 
 // readModelOpt reads hf_quant_config.json, or a quantization_config of
