@@ -323,6 +323,10 @@ func TestCLIReadsHFCache(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "note: cache-org/Tiny read from the Hugging Face cache at "+snap) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
+	// the repo keeps its name (the note says where it was read from)
+	if !strings.HasPrefix(out, `{"source":"cache-org/Tiny@main",`) {
+		t.Errorf("source of the cached repo: %.80s", out)
+	}
 	_, stderr, code = runMain(t, "inspect", "--endpoint", hubURL, "cache-org/Tiny")
 	if code != 1 || strings.Contains(stderr, "Hugging Face cache") || !strings.Contains(stderr, "cache-org/Tiny") {
 		t.Fatalf("--endpoint of another hub: exit %d, %q", code, stderr)

@@ -46,12 +46,24 @@ type Cached struct {
 	Revision string // as asked ("main" when none was)
 	Commit   string
 	Path     string // the snapshot folder, or the file for a one-file source
+	file     string // the repo path of a one-file source
 }
 
 // OneFile says whether the cached source is one file of the snapshot.
 func (c *Cached) OneFile() bool {
 	o, ok := c.Source.(OneFile)
 	return ok && o.OneFile()
+}
+
+// Name is the repo as the user named it, ORG/NAME@REV (and :FILE for one
+// file of it), as the hub's copy is named: scripts keyed on the repo's name
+// find it whether it was read from the cache or the network (Origin says
+// which, and where).
+func (c *Cached) Name() string {
+	if c.file != "" {
+		return c.Repo + "@" + c.Revision + ":" + c.file
+	}
+	return c.Repo + "@" + c.Revision
 }
 
 // Local marks the cache as local: small reads cost no request.
@@ -115,7 +127,7 @@ func FindCached(hubDir, repo, rev, filePath string) (*Cached, error) {
 		if info, err := os.Stat(full); err != nil || !info.Mode().IsRegular() {
 			return nil, fmt.Errorf("%s@%s: %s is not in the Hugging Face cache at %s: %w", repo, rev, filePath, snap, fs.ErrNotExist)
 		}
-		c.Source, c.Path = &SingleFile{FilePath: full}, full
+		c.Source, c.Path, c.file = &SingleFile{FilePath: full}, full, filePath
 		return c, nil
 	}
 	if err := completeSnapshot(snap); err != nil {
