@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/quantscope/quantscope/formats/fit"
@@ -30,7 +31,14 @@ func cmdFit(ctx context.Context, args []string, stdout io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the estimate as one JSON object")
 	var o fit.Options
 	fs.IntVar(&o.TP, "tp", 1, "tensor-parallel degree (GPUs a replica)")
-	fs.IntVar(&o.Context, "context", 0, "tokens a sequence (default max_position_embeddings capped at 32768; 8192 when unstated)")
+	fs.Func("context", "tokens a sequence: 4096, 32k, 128k (k = 1024, as vLLM reads max_model_len); default max_position_embeddings capped at 32768, 8192 when unstated", func(v string) error {
+		n, err := parseTokens1024(v)
+		if err != nil {
+			return fmt.Errorf("--context %q: want a whole number of tokens, or one with k (128k = 131072)", v)
+		}
+		o.Context = n
+		return nil
+	})
 	fs.IntVar(&o.Batch, "batch", 1, "sequences served at once")
 	fs.BoolVar(&o.MTP, "mtp", false, "load the layers past num_hidden_layers (MTP) and cache their KV")
 	fs.StringVar(&o.W4A, "w4a", "", "fp8 or nvfp4: add GPT-QModel's W4A staged operands (GPTQ INT4 repos)")
@@ -73,6 +81,21 @@ func cmdFit(ctx context.Context, args []string, stdout io.Writer) error {
 		return enc.Encode(rep)
 	}
 	return printFit(stdout, rep)
+}
+
+// parseTokens1024 reads a token count: digits, or digits with k (×1024)
+// as vLLM reads --max-model-len 128k.
+func parseTokens1024(v string) (int, error) {
+	v = strings.TrimSpace(strings.ToLower(v))
+	mul := 1
+	if d, ok := strings.CutSuffix(v, "k"); ok {
+		v, mul = d, 1024
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n > 1<<40/mul {
+		return 0, fmt.Errorf("not a token count")
+	}
+	return n * mul, nil
 }
 
 func printFit(w io.Writer, r *fit.Report) error {

@@ -77,6 +77,18 @@ func TestFitHuman(t *testing.T) {
 			t.Errorf("no %q in\n%s", want, s)
 		}
 	}
+	// vLLM's spellings: 128k tokens, fp8_e4m3
+	out.Reset()
+	if err := run(context.Background(), []string{"fit", "--json", "--context", "16k", "--kv-dtype", "fp8_e4m3", dir}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	var j struct {
+		Context int    `json:"context"`
+		KV      string `json:"kv_dtype"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &j); err != nil || j.Context != 16384 || j.KV != "fp8" {
+		t.Errorf("--context 16k --kv-dtype fp8_e4m3: %+v %v", j, err)
+	}
 	// a context past max_position_embeddings fits on no GPU, and says why
 	out.Reset()
 	if err := run(context.Background(), []string{"fit", "--context", "1000000", dir}, &out, &out); err != nil {

@@ -155,3 +155,25 @@ func TestConfigBounds(t *testing.T) {
 		t.Errorf("saturation: %v %+v", err, rep)
 	}
 }
+
+// The KV dtype is read from config.json's quantization_config first, as
+// vLLM reads it (and as inspect reads the scheme); hf_quant_config.json's
+// kv_cache_quant_algo counts where config.json declares none.
+func TestKVDeclaredPrecedence(t *testing.T) {
+	cfg := func(qc string) []byte {
+		return []byte(`{"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"hidden_size":64,"torch_dtype":"bfloat16","max_position_embeddings":100,"quantization_config":` + qc + `}`)
+	}
+	hf := []byte(`{"quantization":{"quant_algo":"FP8","kv_cache_quant_algo":"INT8"}}`)
+	for _, c := range []struct {
+		qc, want string
+	}{
+		{`{"quant_method":"modelopt","quant_algo":"FP8","kv_cache_quant_algo":"FP8"}`, "fp8"}, // config.json's, over hf_quant_config.json's INT8
+		{`{"quant_method":"modelopt","quant_algo":"FP8"}`, "int8"},                            // none in config.json: hf_quant_config.json's
+		{`null`, "int8"},
+	} {
+		rep, err := Estimate(Repo{Config: cfg(c.qc), HFQuant: hf}, Options{})
+		if err != nil || rep.KVDType != c.want {
+			t.Errorf("quantization_config %s: kv %q (%v), want %q", c.qc, rep.KVDType, err, c.want)
+		}
+	}
+}

@@ -347,7 +347,7 @@ func (o *Options) Check() error {
 			_, e = algoBytes(o.KVDType)
 		}
 		if e == 0 {
-			return fmt.Errorf("--kv-dtype %q: want bf16, fp16, fp32, fp8 or int8", o.KVDType)
+			return fmt.Errorf("--kv-dtype %q: want bf16, fp16, fp32, fp8 (fp8_e4m3, fp8_e5m2) or int8; vLLM's auto is the model's dtype: leave the flag out", o.KVDType)
 		}
 	}
 	_, _, err := reserveOf(o.Reserve)

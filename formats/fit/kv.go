@@ -124,31 +124,14 @@ func dtypeBytes(name string) (string, uint64, bool) {
 }
 
 // kvDeclared reads the KV-cache quantization a checkpoint declares:
-// hf_quant_config.json's kv_cache_quant_algo (ModelOpt), else config.json's
-// quantization_config.kv_cache_quant_algo, else its kv_cache_scheme
-// (compressed-tensors). It returns the dtype name, its size, and where it
+// config.json's quantization_config.kv_cache_quant_algo, else its
+// kv_cache_scheme (compressed-tensors), else hf_quant_config.json's
+// kv_cache_quant_algo (ModelOpt): config.json first, as vLLM reads it and as
+// inspect reads the scheme (a config-files-disagree finding says where the
+// two files differ). It returns the dtype name, its size, and where it
 // was read; "" when nothing is declared. A declaration it does not know is
 // returned with size 0.
 func kvDeclared(m *anatomy.Model, hfQuant []byte) (name string, elem uint64, from string, err error) {
-	if len(hfQuant) > 0 {
-		var h struct {
-			Quantization struct {
-				KV *string `json:"kv_cache_quant_algo"`
-			} `json:"quantization"`
-			KV *string `json:"kv_cache_quant_algo"`
-		}
-		if err := json.Unmarshal(hfQuant, &h); err != nil {
-			return "", 0, "", fmt.Errorf("hf_quant_config.json: %w", err)
-		}
-		kv := h.Quantization.KV
-		if kv == nil {
-			kv = h.KV
-		}
-		if kv != nil && *kv != "" {
-			n, e := algoBytes(*kv)
-			return n, e, "hf_quant_config.json kv_cache_quant_algo " + *kv, nil
-		}
-	}
 	if len(m.QuantizationConfig) > 0 && string(m.QuantizationConfig) != "null" {
 		var q struct {
 			KV     *string `json:"kv_cache_quant_algo"`
@@ -177,12 +160,31 @@ func kvDeclared(m *anatomy.Model, hfQuant []byte) (name string, elem uint64, fro
 			return fmt.Sprintf("%s%d", s.Type, s.NumBits), 0, from, nil
 		}
 	}
+	if len(hfQuant) > 0 {
+		var h struct {
+			Quantization struct {
+				KV *string `json:"kv_cache_quant_algo"`
+			} `json:"quantization"`
+			KV *string `json:"kv_cache_quant_algo"`
+		}
+		if err := json.Unmarshal(hfQuant, &h); err != nil {
+			return "", 0, "", fmt.Errorf("hf_quant_config.json: %w", err)
+		}
+		kv := h.Quantization.KV
+		if kv == nil {
+			kv = h.KV
+		}
+		if kv != nil && *kv != "" {
+			n, e := algoBytes(*kv)
+			return n, e, "hf_quant_config.json kv_cache_quant_algo " + *kv, nil
+		}
+	}
 	return "", 0, "", nil
 }
 
 func algoBytes(algo string) (string, uint64) {
 	switch strings.ToUpper(algo) {
-	case "FP8":
+	case "FP8", "FP8_E4M3", "FP8_E5M2", "FP8_INC": // vLLM's --kv-cache-dtype names too
 		return "fp8", 1
 	case "INT8":
 		return "int8", 1
