@@ -105,7 +105,9 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 	if token == "" && envTokenGoesTo(spec, sf) {
 		token = os.Getenv("HF_TOKEN")
 	}
-	return hub.OpenSpec(ctx, spec, sf.revision, hub.WithToken(token))
+	// the companion streams modules: their bands are read ahead 4 MiB at a
+	// time (one request, not 16 or 64)
+	return hub.OpenSpec(ctx, spec, sf.revision, hub.WithToken(token), hub.WithReadAhead(4<<20))
 }
 
 // envTokenGoesTo says whether $HF_TOKEN may be sent where spec points: to

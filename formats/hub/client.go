@@ -38,9 +38,11 @@ type Client struct {
 	timeout  time.Duration
 	prefix   int64
 	backoff  time.Duration
-	sem      chan struct{}
-	requests atomic.Int64
-	bytes    atomic.Int64
+	// readAhead widens a stream's reads (WithReadAhead); 0: off
+	readAhead int64
+	sem       chan struct{}
+	requests  atomic.Int64
+	bytes     atomic.Int64
 
 	// pauseUntil is when the hub, having answered one request 429 or 503
 	// with a time to wait, may be asked again: every attempt of this client
@@ -60,6 +62,7 @@ type options struct {
 	timeout         time.Duration
 	prefix          int64
 	backoff         time.Duration
+	readAhead       int64
 }
 
 // Option configures a Client.
@@ -157,6 +160,21 @@ func WithDefaultPrefix(n int64) Option {
 	}
 }
 
+// WithReadAhead widens a read that continues an earlier one (a module's
+// bands, read in order) to n bytes, and lets the reads it covers wait for
+// it: a stream over the network then costs one request in n bytes, not one
+// a band. The file cache bounds what is held (16 MiB a file). Off by
+// default: a page's sample reads want exactly their bytes.
+func WithReadAhead(n int64) Option {
+	return func(o *options) error {
+		if n < 0 || n > cacheLimit {
+			return fmt.Errorf("hub: read-ahead %d outside 0..%d", n, cacheLimit)
+		}
+		o.readAhead = n
+		return nil
+	}
+}
+
 // NewClient builds a Client. Without WithFetcher it needs the native Fetcher,
 // which the wasm build does not have.
 func NewClient(opts ...Option) (*Client, error) {
@@ -174,7 +192,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		}
 	}
 	return &Client{endpoint: o.endpoint, token: o.token, fetcher: o.fetcher, retries: o.retries,
-		timeout: o.timeout, prefix: o.prefix, backoff: o.backoff, sem: make(chan struct{}, o.parallel)}, nil
+		timeout: o.timeout, prefix: o.prefix, backoff: o.backoff, readAhead: o.readAhead, sem: make(chan struct{}, o.parallel)}, nil
 }
 
 // Endpoint is the hub the client talks to.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,8 @@ type RemoteFile struct {
 	sizeFrom  string  // who said size (for a message when another answer disagrees)
 	blocks    []block // most recent last
 	cached    int64
+	ends      [4]int64      // where the last reads ended: a read starting at one is a stream's next
+	pending   []*pending    // reads ahead in flight
 	resolving chan struct{} // closed when a Prepare'd redirect lookup ends
 	pin       *commitPin    // the repo's, for a file of a repo (nil for a lone URL)
 }
@@ -110,12 +113,26 @@ func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) {
 	}
 	f.mu.Lock()
 	size := f.size
-	if b, ok := f.fromCache(off, n); ok {
+	for {
+		if b, ok := f.fromCache(off, n); ok {
+			f.mu.Unlock()
+			return b, nil
+		}
+		// A read ahead in flight that covers this one: wait for it, then
+		// look in the cache again (another worker's band of the stream).
+		p := f.pendingFor(off, n)
+		if p == nil {
+			break
+		}
 		f.mu.Unlock()
-		return b, nil
+		<-p.done
+		f.mu.Lock()
+		if p.err != nil {
+			break // read it alone, and report its own error
+		}
 	}
-	f.mu.Unlock()
 	if size >= 0 && off >= size {
+		f.mu.Unlock()
 		return nil, io.EOF
 	}
 	want := n
@@ -123,17 +140,40 @@ func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) {
 		want = size - off
 	}
 	fetch := max(want, minRead)
+	// A read that starts where an earlier one ended is a stream (a module's
+	// bands, read in order by the workers): read ahead, so that the next
+	// bands are one request, not one each; the cache bounds what is held.
+	sequential := f.c.readAhead > 0 && f.continues(off)
+	if sequential && want < f.c.readAhead {
+		fetch = f.c.readAhead
+	}
 	if size >= 0 {
 		fetch = min(fetch, size-off)
 	}
+	f.noteEnd(off + fetch)
+	var p *pending
+	if sequential {
+		p = &pending{off: off, n: fetch, done: make(chan struct{})}
+		f.pending = append(f.pending, p)
+	}
+	f.mu.Unlock()
 	data, err := f.fetch(off, fetch)
+	f.mu.Lock()
+	if p != nil {
+		f.pending = slices.DeleteFunc(f.pending, func(q *pending) bool { return q == p })
+		p.err = err
+	}
+	if err == nil {
+		f.remember(off, data)
+	}
+	size = f.size
+	f.mu.Unlock()
+	if p != nil {
+		close(p.done) // its waiters find the bytes in the cache
+	}
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	f.remember(off, data)
-	size = f.size
-	f.mu.Unlock()
 	got := min(int64(len(data)), n)
 	data = data[:got:got]
 	if got < n {
@@ -143,6 +183,34 @@ func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) {
 		return data, fmt.Errorf("%s: short read at %d: %w", f.name, off, io.ErrUnexpectedEOF)
 	}
 	return data, nil
+}
+
+// pending is a read ahead in flight.
+type pending struct {
+	off, n int64
+	done   chan struct{}
+	err    error
+}
+
+// pendingFor is the read ahead in flight that covers [off, off+n), or nil.
+func (f *RemoteFile) pendingFor(off, n int64) *pending {
+	for _, p := range f.pending {
+		if off >= p.off && off+n <= p.off+p.n {
+			return p
+		}
+	}
+	return nil
+}
+
+// continues says whether a read at off starts where a recent one ended
+// (weights and scales are read as streams side by side: a few are kept).
+func (f *RemoteFile) continues(off int64) bool {
+	return slices.Contains(f.ends[:], off) && off > 0
+}
+
+func (f *RemoteFile) noteEnd(end int64) {
+	copy(f.ends[1:], f.ends[:len(f.ends)-1])
+	f.ends[0] = end
 }
 
 // fromCache returns the n cached bytes at off, when one block holds them.
