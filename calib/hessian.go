@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 
 	"github.com/quantscope/quantscope/kernels"
 	"github.com/quantscope/quantscope/model"
@@ -76,31 +75,16 @@ func F32Bytes(x kernels.Matrix) []byte {
 	return b
 }
 
-// DumpInputs writes Inputs to path as little-endian float32 [tokens, in]:
-// the --data file of `quantize --recipe local_hessian`, which writes the
-// quantized module. Beside it, path + ".json" says whose inputs they are
-// (InputsMeta), so that they are not used for another module whose input
-// width happens to divide them.
-func DumpInputs(ctx context.Context, m *model.Model, d *Data, o Options, module, path string) (tokens, in int, err error) {
-	x, err := Inputs(ctx, m, d, o, module)
-	if err != nil {
-		return 0, 0, err
-	}
-	// the note first: an old one must never stand beside new inputs
-	if err := os.WriteFile(path+".json", InputsNote(module, x), 0o644); err != nil {
-		return 0, 0, err
-	}
-	return x.Rows, x.Cols, os.WriteFile(path, F32Bytes(x), 0o644)
-}
-
-// InputsNote is the note DumpInputs writes beside module's inputs x
-// (FILE.json, one line of InputsMeta).
+// InputsNote is the note written beside module's inputs x (FILE.json, one
+// line of InputsMeta) when they are dumped as the --data file of
+// `quantize --recipe local_hessian`, so that they are not used for another
+// module whose input width happens to divide them.
 func InputsNote(module string, x kernels.Matrix) []byte {
 	meta, _ := json.Marshal(InputsMeta{Module: module, Tokens: x.Rows, In: x.Cols})
 	return append(meta, '\n')
 }
 
-// InputsMeta is what DumpInputs writes beside an activations file.
+// InputsMeta is the note beside an activations file (InputsNote).
 type InputsMeta struct {
 	Module string `json:"module"`
 	Tokens int    `json:"tokens"`

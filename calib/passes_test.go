@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -232,9 +230,8 @@ func TestLocalHessian(t *testing.T) {
 		t.Fatalf("%d projections; local_hessian %v not below max %v", len(got), lh, mx)
 	}
 	// the dump is the projection's inputs, as a plain forward sees them
-	path := filepath.Join(t.TempDir(), "x.f32")
-	tok, in, err := DumpInputs(ctx, m, d, Options{}, "model.layers.1.mlp.down_proj", path)
-	if err != nil || tok != 23 || in != 768 {
+	x, err := Inputs(ctx, m, d, Options{}, "model.layers.1.mlp.down_proj")
+	if tok, in := x.Rows, x.Cols; err != nil || tok != 23 || in != 768 {
 		t.Fatalf("%d %d %v", tok, in, err)
 	}
 	var want []float32
@@ -245,7 +242,7 @@ func TestLocalHessian(t *testing.T) {
 			}
 		}})
 	}
-	b, _ := os.ReadFile(path)
+	b := F32Bytes(x) // the --data file's bytes
 	if len(b) != 4*len(want) {
 		t.Fatalf("%d bytes for %d values", len(b), len(want))
 	}
@@ -254,7 +251,7 @@ func TestLocalHessian(t *testing.T) {
 			t.Fatalf("value %d differs", i)
 		}
 	}
-	if _, _, err := DumpInputs(ctx, m, d, Options{}, "model.layers.1.mlp", path); err == nil {
+	if _, err := Inputs(ctx, m, d, Options{}, "model.layers.1.mlp"); err == nil {
 		t.Error("a non-projection accepted")
 	}
 }

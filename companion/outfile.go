@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/quantscope/quantscope/internal/userfile"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -124,7 +125,7 @@ func createOut(path string) (*outFile, error) {
 	if statErr == nil && !fi.Mode().IsRegular() { // a device, a pipe: in place
 		f, err := os.OpenFile(target, os.O_WRONLY, 0)
 		if err != nil {
-			return nil, fmt.Errorf("--out %s: %w", path, bare(err))
+			return nil, fmt.Errorf("--out %s: %w", path, userfile.Cause(err))
 		}
 		return &outFile{path: path, f: f}, nil
 	}
@@ -161,7 +162,7 @@ func createPartial(target string) (*os.File, error) {
 func inPlace(path, target string) (*outFile, error) {
 	f, err := os.OpenFile(target, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("--out %s: %w", path, bare(err))
+		return nil, fmt.Errorf("--out %s: %w", path, userfile.Cause(err))
 	}
 	return &outFile{path: path, f: f}, nil
 }
@@ -176,7 +177,7 @@ func (o *outFile) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("--out %s: %w", o.path, bare(err))
+	return fmt.Errorf("--out %s: %w", o.path, userfile.Cause(err))
 }
 
 // commit closes the file and puts it under its name. In a sticky folder
@@ -224,20 +225,6 @@ func (o *outFile) abort() {
 	if o.tmp != "" {
 		os.Remove(o.tmp)
 	}
-}
-
-// bare is a path error's cause alone, for errors that name the path
-// themselves.
-func bare(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
 }
 
 // writeOut writes a whole result to path through an outFile.

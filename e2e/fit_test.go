@@ -59,8 +59,7 @@ func TestFitCard(t *testing.T) {
 	base := serve(t, "--demo")
 	ctx := newBrowser(t, 1366, 1000)
 	id := synth.Org + "/DeepSeek-tiny-FP8"
-	do(t, ctx, chromedp.Navigate(pageURL(base, id, "")))
-	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", id), 60*time.Second)
+	openRepo(t, ctx, base, id)
 	waitJS(t, ctx, `document.getElementById("fit").dataset.state === "ready"`, 30*time.Second)
 
 	var cli fitDoc
@@ -130,8 +129,7 @@ func TestFitCardRealShape(t *testing.T) {
 	}
 	base := serve(t, "--hub", dir)
 	ctx := newBrowser(t, 1100, 1000)
-	do(t, ctx, chromedp.Navigate(pageURL(base, id, "")))
-	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", id), 60*time.Second)
+	openRepo(t, ctx, base, id)
 	waitJS(t, ctx, `document.getElementById("fit").dataset.state === "ready"`, 30*time.Second)
 	eval[bool](t, ctx, `(() => { const g = document.getElementById("fit-gpu"); g.value = "H100"; g.dispatchEvent(new Event("change")); return true; })()`)
 	var cli fitDoc

@@ -156,8 +156,7 @@ func TestCompareView(t *testing.T) {
 	do(t, ctx, chromedp.Click(chromedp.CSS(`#table .r`)))
 	waitJS(t, ctx, `location.search.includes("module=") && location.search.includes("compare=")`, 10*time.Second)
 	// The form's field.
-	do(t, ctx, chromedp.Navigate(pageURL(base, b, "")))
-	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", b), 60*time.Second)
+	openRepo(t, ctx, base, b)
 	if !eval[bool](t, ctx, `document.getElementById("compare-card").hidden`) {
 		t.Error("a repo opened without compare shows the compare card")
 	}

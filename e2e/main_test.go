@@ -211,6 +211,14 @@ func waitJS(t *testing.T, ctx context.Context, expr string, timeout time.Duratio
 	}
 }
 
+// openRepo opens the page on repo (served at base) and waits until its
+// inventory is on screen.
+func openRepo(t *testing.T, ctx context.Context, base, repo string) {
+	t.Helper()
+	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")))
+	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", repo), 60*time.Second)
+}
+
 // shot saves a full-page screenshot under test-output/.
 func shot(t *testing.T, ctx context.Context, name string) {
 	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

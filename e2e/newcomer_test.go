@@ -132,8 +132,7 @@ func TestNewcomerPanel(t *testing.T) {
 // on the first click, and bars whose colours never mean two things.
 func newcomerTable(t *testing.T, base string, ctx context.Context) {
 	repo := synth.Org + "/gpt-oss-tiny-MXFP4"
-	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")))
-	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", repo), 60*time.Second)
+	openRepo(t, ctx, base, repo)
 	sz := eval[[]int](t, ctx, `(() => { const e = document.getElementById("table"); return [e.scrollHeight, e.clientHeight, document.querySelectorAll("#table .r").length, window.innerHeight]; })()`)
 	if sz[0] > sz[1]+1 && sz[1] < sz[3]*3/4 {
 		t.Errorf("the table scrolls (%d in %d px) though the window has room (%d px)", sz[0], sz[1], sz[3])

@@ -139,8 +139,7 @@ func TestMislabeledFindings(t *testing.T) {
 	base := serve(t, "--demo")
 	ctx := newBrowser(t, 1366, 900)
 	repo := synth.Org + "/Llama-tiny-FP4-mislabeled"
-	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")))
-	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", repo), 60*time.Second)
+	openRepo(t, ctx, base, repo)
 	for _, w := range []struct{ rule, tensor string }{
 		{"config-excludes-quantized", "model.layers.0.self_attn.q_proj.weight"},
 		{"index-total-size", ""},
@@ -248,8 +247,7 @@ func TestPageListsFoldAndSayWhy(t *testing.T) {
 	base := serve(t, "--demo")
 	ctx := newBrowser(t, 1366, 900)
 	repo := synth.Org + "/Llama-tiny-W4A16"
-	do(t, ctx, chromedp.Navigate(pageURL(base, repo, "")))
-	waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", repo), 60*time.Second)
+	openRepo(t, ctx, base, repo)
 	shown := eval[int](t, ctx, `document.querySelectorAll('#findings-list li[data-rule="CT-004"]').length`)
 	more := eval[string](t, ctx, `(document.querySelector('#findings-list li[data-more-rule="CT-004"]') || {}).textContent || ""`)
 	if shown != 3 || !strings.HasPrefix(more, "… and ") || !strings.HasSuffix(more, " more CT-004") {

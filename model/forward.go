@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quantscope/quantscope/formats/anatomy"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/scheme"
@@ -57,10 +58,7 @@ type Model struct {
 	inv    []float32        // the rotary inverse frequencies (llama3-scaled)
 }
 
-var projections = []string{
-	"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-	"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
-}
+var projections = anatomy.LlamaProjections
 
 // New reads the checkpoint's config.json and checks that every tensor the
 // forward needs is there with the shape the config implies (headers only).

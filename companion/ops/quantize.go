@@ -341,7 +341,7 @@ func writeUnder(op, dir, rel string, data []byte) (string, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("%s: rule %s-path: %q: its folder %s does not exist under the companion's output folder %s", op, op, rel, filepath.Dir(rel), dir)
 	case err != nil: // a link out of the folder, among others
-		return "", fmt.Errorf("%s: rule %s-path: %q: its folder %s under %s cannot be used: %w", op, op, rel, filepath.Dir(rel), dir, bareOp(err))
+		return "", fmt.Errorf("%s: rule %s-path: %q: its folder %s under %s cannot be used: %w", op, op, rel, filepath.Dir(rel), dir, userfile.Cause(err))
 	case !fi.IsDir():
 		return "", fmt.Errorf("%s: rule %s-path: %q: %s under %s is a file, not a folder", op, op, rel, filepath.Dir(rel), dir)
 	}
@@ -349,18 +349,9 @@ func writeUnder(op, dir, rel string, data []byte) (string, error) {
 		return "", fmt.Errorf("%s: rule %s-path: %q is a folder under %s; give a file's name", op, op, rel, dir)
 	}
 	if err := root.WriteFile(rel, data, 0o644); err != nil {
-		return "", fmt.Errorf("%s: rule %s-path: writing %q under %s: %w", op, op, rel, dir, bareOp(err))
+		return "", fmt.Errorf("%s: rule %s-path: writing %q under %s: %w", op, op, rel, dir, userfile.Cause(err))
 	}
 	return filepath.Join(dir, rel), nil
-}
-
-// bareOp is a path error's cause alone (the path is said already).
-func bareOp(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // renameUnder renames from to rel inside dir (both inside it), and says
@@ -372,7 +363,7 @@ func renameUnder(op, dir, from, rel string) (string, error) {
 	}
 	defer root.Close()
 	if err := root.Rename(from, rel); err != nil {
-		return "", fmt.Errorf("%s: rule %s-path: %q under %s: %w", op, op, rel, dir, bareOp(err))
+		return "", fmt.Errorf("%s: rule %s-path: %q under %s: %w", op, op, rel, dir, userfile.Cause(err))
 	}
 	return filepath.Join(dir, rel), nil
 }

@@ -277,3 +277,11 @@ func (v *intOrList) UnmarshalJSON(b []byte) error {
 func IsLlama(modelType string, architectures []string) bool {
 	return modelType == "llama" || slices.Contains(architectures, "LlamaForCausalLM")
 }
+
+// LlamaProjections are the seven linears of a Llama decoder layer, under
+// model.layers.N, in the order the forward runs them: the modules its W4A
+// path reads as GPTQ INT4. Callers must not change the slice.
+var LlamaProjections = []string{
+	"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+	"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
+}

@@ -26,13 +26,6 @@ type ForwardInfo struct {
 	Tokenizer bool `json:"tokenizer"`
 }
 
-// decoderProjections are the linears of a Llama decoder layer: those the
-// forward's W4A path reads as GPTQ INT4 (model.projections).
-var decoderProjections = []string{
-	"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-	"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
-}
-
 // Forward is what the companion's forward can run on the checkpoint.
 func (c *Checkpoint) Forward() ForwardInfo {
 	var f ForwardInfo
@@ -60,7 +53,7 @@ func (c *Checkpoint) w4aRefused(layers int) string {
 		return "config.json gives no num_hidden_layers"
 	}
 	for l := range layers {
-		for _, p := range decoderProjections {
+		for _, p := range anatomy.LlamaProjections {
 			name := fmt.Sprintf("model.layers.%d.%s", l, p)
 			mod, ok := c.Module(name)
 			if !ok {

@@ -83,3 +83,18 @@ func kind(m os.FileMode) string {
 	}
 	return m.Type().String()
 }
+
+// Cause is a path error's cause alone (a *os.PathError's or *os.LinkError's
+// Err), for a message that names the path in the user's words itself; any
+// other error as it is.
+func Cause(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
