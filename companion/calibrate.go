@@ -49,7 +49,7 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 	}
-	c, err := loadCheckpoint(ctx, pos[0], sf)
+	c, err := loadStreaming(ctx, pos[0], sf)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func cmdDecode(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := loadCheckpoint(ctx, pos[0], sf)
+	c, err := loadStreaming(ctx, pos[0], sf)
 	if err != nil {
 		return err
 	}

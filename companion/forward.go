@@ -156,7 +156,7 @@ func parseIDs(text string) ([]int, error) { return calib.ParseIDs(text) }
 
 // openModel loads SOURCE's headers and its Llama config.
 func openModel(ctx context.Context, source string, sf sourceFlags) (*model.Model, func(), error) {
-	c, err := loadCheckpoint(ctx, source, sf)
+	c, err := loadStreaming(ctx, source, sf)
 	if err != nil {
 		return nil, nil, err
 	}

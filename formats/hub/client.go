@@ -40,6 +40,7 @@ type Client struct {
 	backoff  time.Duration
 	// readAhead widens a stream's reads (WithReadAhead); 0: off
 	readAhead int64
+	spares    chan []byte // read-ahead buffers the file caches let go (remember)
 	sem       chan struct{}
 	requests  atomic.Int64
 	bytes     atomic.Int64
@@ -192,7 +193,33 @@ func NewClient(opts ...Option) (*Client, error) {
 		}
 	}
 	return &Client{endpoint: o.endpoint, token: o.token, fetcher: o.fetcher, retries: o.retries,
-		timeout: o.timeout, prefix: o.prefix, backoff: o.backoff, readAhead: o.readAhead, sem: make(chan struct{}, o.parallel)}, nil
+		timeout: o.timeout, prefix: o.prefix, backoff: o.backoff, readAhead: o.readAhead, spares: make(chan []byte, maxSpares), sem: make(chan struct{}, o.parallel)}, nil
+}
+
+// maxSpares bounds the read-ahead buffers a client keeps idle between reads
+// (4 × 4 MiB by default).
+const maxSpares = 4
+
+// spare returns an idle read-ahead buffer, or nil.
+func (c *Client) spare() []byte {
+	select {
+	case b := <-c.spares:
+		return b
+	default:
+		return nil
+	}
+}
+
+// putSpare keeps b, a buffer no one else holds, for the next read ahead
+// when it is of the read-ahead's size and there is room.
+func (c *Client) putSpare(b []byte) {
+	if c.readAhead <= 0 || int64(cap(b)) != c.readAhead {
+		return
+	}
+	select {
+	case c.spares <- b[:0]:
+	default:
+	}
 }
 
 // Endpoint is the hub the client talks to.

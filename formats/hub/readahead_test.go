@@ -3,9 +3,12 @@ package hub
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,15 +33,16 @@ func TestReadAhead(t *testing.T) {
 		http.ServeContent(w, q, "m.safetensors", time.Time{}, bytes.NewReader(data))
 	}))
 	t.Cleanup(srv.Close)
-	stream := func(t *testing.T, opts ...Option) int64 {
+	stream := func(t *testing.T, band int64, opts ...Option) int64 {
 		c, err := NewClient(opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f := c.NewRemoteFile(context.Background(), srv.URL+"/m.safetensors", "m.safetensors", int64(len(data)))
 		requests.Store(0)
-		// weights: 16 MiB in 256 KiB bands; scales: 4 MiB from 20 MiB in 16 KiB bands
-		const band, sband = 256 << 10, 16 << 10
+		// weights: 16 MiB in bands; scales: 4 MiB from 20 MiB in 16 KiB bands
+		const sband = 16 << 10
+		bands := (16 << 20) / band
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range 2 {
@@ -48,7 +52,7 @@ func TestReadAhead(t *testing.T) {
 				buf := make([]byte, band)
 				for {
 					i := next.Add(1) - 1
-					if i >= 64 {
+					if i >= bands {
 						return
 					}
 					if _, err := f.ReadAt(buf, i*band); err != nil || !bytes.Equal(buf, data[i*band:(i+1)*band]) {
@@ -67,24 +71,108 @@ func TestReadAhead(t *testing.T) {
 		wg.Wait()
 		return requests.Load()
 	}
-	n := stream(t, WithReadAhead(4<<20))
+	n := stream(t, 256<<10, WithReadAhead(4<<20))
 	t.Logf("read-ahead: %d requests for 17 MiB in 128 band reads", n)
 	if n > 20 {
 		// 16 MiB + 1 MiB at 4 MiB a request, the first band of each stream
 		// alone, and a few reads that raced the read ahead
 		t.Errorf("a read-ahead stream took %d requests", n)
 	}
-	if n := stream(t); n < 128 {
-		t.Errorf("without read-ahead, %d requests for 128 band reads: widened", n)
-	}
-	// a lone read is not widened
+	// Bands that do not divide the read-ahead (18 rows of a 7168-wide BF16
+	// embedding) straddle each block's end: the straddling band takes the
+	// block's part and continues from its end, with no request of its own
+	// and no byte fetched twice.
 	c, _ := NewClient(WithReadAhead(4 << 20))
 	f := c.NewRemoteFile(context.Background(), srv.URL+"/m.safetensors", "m.safetensors", int64(len(data)))
 	requests.Store(0)
-	buf := make([]byte, 100)
+	const odd = 18 * 7168 * 2
+	buf := make([]byte, odd)
+	for off := int64(0); off+odd <= 16<<20; off += odd {
+		if _, err := f.ReadAt(buf, off); err != nil || !bytes.Equal(buf, data[off:off+odd]) {
+			t.Fatalf("band at %d: %v", off, err)
+		}
+	}
+	if st := c.Stats(); requests.Load() > 6 || st.Bytes > 16<<20+odd {
+		t.Errorf("16 MiB in %d-byte bands: %d requests, %d bytes (want 5: the first band alone, then 4 MiB a request; at most 16 MiB + a band)", odd, requests.Load(), st.Bytes)
+	}
+	if n := stream(t, 256<<10); n < 128 {
+		t.Errorf("without read-ahead, %d requests for 128 band reads: widened", n)
+	}
+	// a lone read is not widened
+	c, _ = NewClient(WithReadAhead(4 << 20))
+	f = c.NewRemoteFile(context.Background(), srv.URL+"/m.safetensors", "m.safetensors", int64(len(data)))
+	requests.Store(0)
+	buf = make([]byte, 100)
 	f.ReadAt(buf, 1000)
 	f.ReadAt(buf, 9<<20)
 	if st := c.Stats(); st.Bytes > 2*(16<<10)+2000 || requests.Load() != 2 {
 		t.Errorf("two lone reads: %d requests, %d bytes", requests.Load(), st.Bytes)
+	}
+}
+
+// patternFile is a large file made up on the fly, byte i patternByte(i).
+type patternFile struct {
+	size, off int64
+}
+
+func (p *patternFile) Read(b []byte) (int, error) {
+	if p.off >= p.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(b)), p.size-p.off))
+	for i := range n {
+		b[i] = patternByte(p.off + int64(i))
+	}
+	p.off += int64(n)
+	return n, nil
+}
+
+func (p *patternFile) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+		p.off = off
+	case io.SeekCurrent:
+		p.off += off
+	case io.SeekEnd:
+		p.off = p.size + off
+	}
+	return p.off, nil
+}
+
+// A stream reads into the same few read-ahead buffers: blocks the file's
+// cache lets go, which no caller was lent, go back to the client. 128 MiB
+// streamed allocate about the cache's 16 MiB and a few buffers more, not
+// a fresh 4 MiB buffer a request (128 MiB).
+func TestReadAheadReusesBuffers(t *testing.T) {
+	const size = 128 << 20
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		http.ServeContent(w, q, "m.safetensors", time.Time{}, &patternFile{size: size})
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(WithReadAhead(4 << 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.NewRemoteFile(context.Background(), srv.URL+"/m.safetensors", "m.safetensors", size)
+	const band = 18 * 7168 * 2
+	buf := make([]byte, band)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for off := int64(0); off < size; off += band {
+		n, err := f.ReadAt(buf, off)
+		if err != nil && !(errors.Is(err, io.EOF) && off+int64(n) == size) {
+			t.Fatalf("band at %d: %v", off, err)
+		}
+		for i := range n {
+			if buf[i] != patternByte(off+int64(i)) {
+				t.Fatalf("byte %d: %d, want %d", off+int64(i), buf[i], patternByte(off+int64(i)))
+			}
+		}
+	}
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("128 MiB streamed: %.1f MiB allocated", float64(alloc)/(1<<20))
+	if alloc > 40<<20 {
+		t.Errorf("streaming 128 MiB allocated %.1f MiB: read-ahead buffers not reused", float64(alloc)/(1<<20))
 	}
 }

@@ -72,6 +72,7 @@ func short(c string) string {
 type block struct {
 	off  int64
 	data []byte
+	lent bool // ReadShared handed out a view of data: never reused
 }
 
 const (
@@ -94,9 +95,8 @@ func (f *RemoteFile) Size() int64 {
 
 // ReadAt reads len(p) bytes at off.
 func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
-	data, err := f.ReadShared(off, int64(len(p)))
-	n := copy(p, data)
-	return n, err
+	data, err := f.read(off, int64(len(p)), p)
+	return len(data), err
 }
 
 // ReadShared is ReadAt without the copy: it returns up to n bytes at off
@@ -104,7 +104,13 @@ func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
 // change it. Fewer than n bytes come with io.EOF at the end of the file,
 // else with an error. A header parsed from it keeps its names as views
 // into these bytes, with no second buffer.
-func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) {
+func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) { return f.read(off, n, nil) }
+
+// read is ReadShared when dst is nil, and else ReadAt into dst, returning
+// the part of dst filled. ReadAt copies out of a cached block under the
+// lock, so that a block no caller was lent can go back to the client's
+// spare buffers when the cache lets it go (see remember).
+func (f *RemoteFile) read(off, n int64, dst []byte) ([]byte, error) {
 	if off < 0 || n < 0 {
 		return nil, fmt.Errorf("%s: negative offset", f.name)
 	}
@@ -114,13 +120,31 @@ func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) {
 	f.mu.Lock()
 	size := f.size
 	for {
-		if b, ok := f.fromCache(off, n); ok {
+		if b, i, ok := f.fromCache(off, n); ok {
+			if dst == nil {
+				f.blocks[i].lent = true
+			} else {
+				b = dst[:copy(dst, b)]
+			}
 			f.mu.Unlock()
 			return b, nil
 		}
-		// A read ahead in flight that covers this one: wait for it, then
-		// look in the cache again (another worker's band of the stream).
-		p := f.pendingFor(off, n)
+		// A band that straddles the end of a cached block (bands rarely
+		// divide the read-ahead) takes the block's part and reads on from
+		// its end, which continues the stream: not a request of its own
+		// for bytes already here.
+		if dst != nil {
+			if pre := f.cachedPrefix(off); len(pre) > 0 {
+				k := copy(dst, pre)
+				f.mu.Unlock()
+				rest, err := f.read(off+int64(k), n-int64(k), dst[k:])
+				return dst[:k+len(rest)], err
+			}
+		}
+		// A read ahead in flight that holds this one's start: wait for it,
+		// then look in the cache again (another worker's band of the
+		// stream).
+		p := f.pendingFor(off)
 		if p == nil {
 			break
 		}
@@ -152,19 +176,29 @@ func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) {
 	}
 	f.noteEnd(off + fetch)
 	var p *pending
+	var spare []byte
 	if sequential {
 		p = &pending{off: off, n: fetch, done: make(chan struct{})}
 		f.pending = append(f.pending, p)
+		if fetch <= f.c.readAhead {
+			spare = f.c.spare()
+		}
 	}
 	f.mu.Unlock()
-	data, err := f.fetch(off, fetch)
+	data, err := f.fetch(off, fetch, spare)
+	if err == nil && dst != nil {
+		// copied while the bytes are this read's alone: once remembered,
+		// the cache may hand them on
+		n := copy(dst, data)
+		dst = dst[:n]
+	}
 	f.mu.Lock()
 	if p != nil {
 		f.pending = slices.DeleteFunc(f.pending, func(q *pending) bool { return q == p })
 		p.err = err
 	}
 	if err == nil {
-		f.remember(off, data)
+		f.remember(off, data, dst == nil)
 	}
 	size = f.size
 	f.mu.Unlock()
@@ -175,7 +209,11 @@ func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) {
 		return nil, err
 	}
 	got := min(int64(len(data)), n)
-	data = data[:got:got]
+	if dst != nil {
+		data = dst
+	} else {
+		data = data[:got:got]
+	}
 	if got < n {
 		if size >= 0 && off+got >= size {
 			return data, io.EOF
@@ -192,10 +230,10 @@ type pending struct {
 	err    error
 }
 
-// pendingFor is the read ahead in flight that covers [off, off+n), or nil.
-func (f *RemoteFile) pendingFor(off, n int64) *pending {
+// pendingFor is the read ahead in flight that holds byte off, or nil.
+func (f *RemoteFile) pendingFor(off int64) *pending {
 	for _, p := range f.pending {
-		if off >= p.off && off+n <= p.off+p.n {
+		if off >= p.off && off < p.off+p.n {
 			return p
 		}
 	}
@@ -203,9 +241,32 @@ func (f *RemoteFile) pendingFor(off, n int64) *pending {
 }
 
 // continues says whether a read at off starts where a recent one ended
-// (weights and scales are read as streams side by side: a few are kept).
+// (weights and scales are read as streams side by side: a few are kept),
+// or where a cached block ends.
 func (f *RemoteFile) continues(off int64) bool {
-	return slices.Contains(f.ends[:], off) && off > 0
+	if off <= 0 {
+		return false
+	}
+	if slices.Contains(f.ends[:], off) {
+		return true
+	}
+	for _, b := range f.blocks {
+		if b.off+int64(len(b.data)) == off {
+			return true
+		}
+	}
+	return false
+}
+
+// cachedPrefix is the longest run of cached bytes that starts at off.
+func (f *RemoteFile) cachedPrefix(off int64) []byte {
+	var best []byte
+	for _, b := range f.blocks {
+		if off >= b.off && off < b.off+int64(len(b.data)) && b.off+int64(len(b.data))-off > int64(len(best)) {
+			best = b.data[off-b.off:]
+		}
+	}
+	return best
 }
 
 func (f *RemoteFile) noteEnd(end int64) {
@@ -213,27 +274,38 @@ func (f *RemoteFile) noteEnd(end int64) {
 	f.ends[0] = end
 }
 
-// fromCache returns the n cached bytes at off, when one block holds them.
-func (f *RemoteFile) fromCache(off, n int64) ([]byte, bool) {
+// fromCache returns the n cached bytes at off and the block holding them,
+// when one block holds them.
+func (f *RemoteFile) fromCache(off, n int64) ([]byte, int, bool) {
 	for i := len(f.blocks) - 1; i >= 0; i-- {
 		b := f.blocks[i]
 		if off >= b.off && off+n <= b.off+int64(len(b.data)) {
 			s := off - b.off
-			return b.data[s : s+n : s+n], true
+			return b.data[s : s+n : s+n], i, true
 		}
 	}
-	return nil, false
+	return nil, 0, false
 }
 
-func (f *RemoteFile) remember(off int64, data []byte) {
+// remember caches data read at off; lent says a caller holds a view of it
+// (ReadShared). A block that leaves the cache unlent, of the read-ahead's
+// size, is the client's again for the next read ahead: a module streamed
+// over the network then reads into the same few buffers instead of leaving
+// one fresh 4 MiB buffer of garbage a request.
+func (f *RemoteFile) remember(off int64, data []byte, lent bool) {
 	if int64(len(data)) > cacheLimit {
 		return // a read larger than the cache (a whole tensor) is its caller's alone: kept, it would double the memory
 	}
-	f.blocks = append(f.blocks, block{off: off, data: data})
+	f.blocks = append(f.blocks, block{off: off, data: data, lent: lent})
 	f.cached += int64(len(data))
 	for f.cached > cacheLimit && len(f.blocks) > 1 {
-		f.cached -= int64(len(f.blocks[0].data))
+		old := f.blocks[0]
+		f.cached -= int64(len(old.data))
+		f.blocks[0] = block{}
 		f.blocks = f.blocks[1:]
+		if !old.lent {
+			f.c.putSpare(old.data)
+		}
 	}
 }
 
@@ -293,10 +365,12 @@ func (f *RemoteFile) waitResolve() {
 // same X-Linked-ETag, or the same ETag): a 2 GB tensor cut at 1.9 GB costs
 // 100 MB more, not 2 GB. Two answers with different validators are two
 // versions of the file (ErrChanged); answers with none start over.
-func (f *RemoteFile) fetch(off, n int64) ([]byte, error) {
+//
+// buf, when not nil, is room to read into (a spare read-ahead buffer).
+func (f *RemoteFile) fetch(off, n int64, buf []byte) ([]byte, error) {
 	f.waitResolve()
 	var out []byte
-	var have []byte // [off, off+len(have)) from earlier attempts
+	have := buf[:0] // [off, off+len(have)) from earlier attempts
 	var haveMeta meta
 	err := f.c.do(f.ctx, func(ctx context.Context) error {
 		f.mu.Lock()
