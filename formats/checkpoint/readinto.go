@@ -18,8 +18,22 @@ func (c *Checkpoint) ReadTensorInto(name string, dst []byte, off int64) error {
 		return fmt.Errorf("%s: tensor %q: read [%d, %d) outside its %d bytes", loc.shard.Path, name, off, off+n, loc.t.NBytes())
 	}
 	at := loc.shard.Header.DataStart() + int64(loc.t.Begin) + off
-	if k, err := loc.shard.r.ReadAt(dst, at); err != nil && !(errors.Is(err, io.EOF) && int64(k) == n) {
+	var k int
+	var err error
+	if sr, ok := loc.shard.r.(streamReader); ok {
+		k, err = sr.ReadAtWithin(dst, at, loc.shard.Header.DataStart()+int64(loc.t.End))
+	} else {
+		k, err = loc.shard.r.ReadAt(dst, at)
+	}
+	if err != nil && !(errors.Is(err, io.EOF) && int64(k) == n) {
 		return fmt.Errorf("%s: tensor %q: reading %d bytes at %d: %w", loc.shard.Path, name, n, at, err)
 	}
 	return nil
+}
+
+// streamReader is a reader told where the stream a read belongs to ends
+// (the tensor's last byte + 1): a remote file reads ahead no further, and
+// keeps the next read in flight (hub.RemoteFile.ReadAtWithin).
+type streamReader interface {
+	ReadAtWithin(p []byte, off, end int64) (int, error)
 }

@@ -176,3 +176,68 @@ func TestReadAheadReusesBuffers(t *testing.T) {
 		t.Errorf("streaming 128 MiB allocated %.1f MiB: read-ahead buffers not reused", float64(alloc)/(1<<20))
 	}
 }
+
+// A stream read with ReadAtWithin keeps prefetchDepth blocks in flight
+// ahead of its readers (one worker here, so every request beyond the first
+// in flight at once is a prefetch) and reads nothing past the stream's
+// end; plain ReadAt (the page's engine, a lone read) prefetches nothing.
+func TestPrefetch(t *testing.T) {
+	const size = 64 << 20
+	var inflight, most, bytesOut atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond)
+		if start, end, ok := parseRangeHeader(q.Header.Get("Range")); ok {
+			bytesOut.Add(end - start + 1)
+		}
+		http.ServeContent(w, q, "m.safetensors", time.Time{}, &patternFile{size: size})
+	}))
+	t.Cleanup(srv.Close)
+	const band = 18 * 7168 * 2
+	const from, to = 1 << 20, 1<<20 + 100*band // a 26 MB tensor inside the file
+	stream := func(within bool) {
+		c, err := NewClient(WithReadAhead(4 << 20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := c.NewRemoteFile(context.Background(), srv.URL+"/m.safetensors", "m.safetensors", size)
+		most.Store(0)
+		bytesOut.Store(0)
+		buf := make([]byte, band)
+		for off := int64(from); off < to; off += band {
+			var err error
+			if within {
+				_, err = f.ReadAtWithin(buf, off, to)
+			} else {
+				_, err = f.ReadAt(buf, off)
+			}
+			if err != nil {
+				t.Fatalf("band at %d: %v", off, err)
+			}
+			for i := range buf {
+				if buf[i] != patternByte(off+int64(i)) {
+					t.Fatalf("byte %d: %d, want %d", off+int64(i), buf[i], patternByte(off+int64(i)))
+				}
+			}
+		}
+		// let prefetches still in flight land before the counts are read
+		for deadline := time.Now().Add(5 * time.Second); inflight.Load() > 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	stream(true)
+	t.Logf("ReadAtWithin: at most %d requests at once, %d bytes for a %d-byte stream", most.Load(), bytesOut.Load(), to-from)
+	if most.Load() < 3 || most.Load() > prefetchDepth+1 {
+		t.Errorf("ReadAtWithin: at most %d requests in flight at once, want 3..%d", most.Load(), prefetchDepth+1)
+	}
+	if bytesOut.Load() != to-from {
+		t.Errorf("ReadAtWithin: %d bytes fetched for a %d-byte stream", bytesOut.Load(), to-from)
+	}
+	stream(false)
+	if most.Load() != 1 {
+		t.Errorf("ReadAt: %d requests in flight at once from one reader: prefetched", most.Load())
+	}
+}

@@ -21,18 +21,19 @@ type RemoteFile struct {
 	url  string // the hub URL (resolve/...)
 	name string // for messages
 
-	mu        sync.Mutex
-	resolved  string // the URL that last answered (the CDN's, after a redirect)
-	etag      string // of the responses that carried bytes
-	linked    string // the hub's X-Linked-ETag
-	size      int64
-	sizeFrom  string  // who said size (for a message when another answer disagrees)
-	blocks    []block // most recent last
-	cached    int64
-	ends      [4]int64      // where the last reads ended: a read starting at one is a stream's next
-	pending   []*pending    // reads ahead in flight
-	resolving chan struct{} // closed when a Prepare'd redirect lookup ends
-	pin       *commitPin    // the repo's, for a file of a repo (nil for a lone URL)
+	mu          sync.Mutex
+	resolved    string // the URL that last answered (the CDN's, after a redirect)
+	etag        string // of the responses that carried bytes
+	linked      string // the hub's X-Linked-ETag
+	size        int64
+	sizeFrom    string  // who said size (for a message when another answer disagrees)
+	blocks      []block // most recent last
+	cached      int64
+	ends        [4]int64      // where the last reads ended: a read starting at one is a stream's next
+	pending     []*pending    // reads ahead in flight
+	prefetching int           // of them, those no reader started (prefetch)
+	resolving   chan struct{} // closed when a Prepare'd redirect lookup ends
+	pin         *commitPin    // the repo's, for a file of a repo (nil for a lone URL)
 }
 
 // commitPin holds the commit a repo's revision named at its first answer
@@ -70,14 +71,15 @@ func short(c string) string {
 }
 
 type block struct {
-	off  int64
-	data []byte
-	lent bool // ReadShared handed out a view of data: never reused
+	off   int64
+	data  []byte
+	lent  bool // ReadShared handed out a view of data: never reused
+	ahead bool // read ahead of a stream: its reads keep the next in flight
 }
 
 const (
 	minRead    = 16 << 10 // small reads are widened to this, for neighbours
-	cacheLimit = 16 << 20 // per file
+	cacheLimit = 24 << 20 // per file: a stream's block, the prefetchDepth after it, two behind
 )
 
 // NewRemoteFile reads url, whose size is known (size ≥ 0) or learnt from the
@@ -95,7 +97,15 @@ func (f *RemoteFile) Size() int64 {
 
 // ReadAt reads len(p) bytes at off.
 func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
-	data, err := f.read(off, int64(len(p)), p)
+	data, err := f.read(off, int64(len(p)), p, 0)
+	return len(data), err
+}
+
+// ReadAtWithin is ReadAt for a read of a stream that ends at byte end (a
+// tensor's last byte + 1): reading ahead, it reads no further than end,
+// and it keeps the next read ahead of the stream in flight (prefetch).
+func (f *RemoteFile) ReadAtWithin(p []byte, off, end int64) (int, error) {
+	data, err := f.read(off, int64(len(p)), p, end)
 	return len(data), err
 }
 
@@ -104,13 +114,14 @@ func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
 // change it. Fewer than n bytes come with io.EOF at the end of the file,
 // else with an error. A header parsed from it keeps its names as views
 // into these bytes, with no second buffer.
-func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) { return f.read(off, n, nil) }
+func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) { return f.read(off, n, nil, 0) }
 
 // read is ReadShared when dst is nil, and else ReadAt into dst, returning
 // the part of dst filled. ReadAt copies out of a cached block under the
 // lock, so that a block no caller was lent can go back to the client's
-// spare buffers when the cache lets it go (see remember).
-func (f *RemoteFile) read(off, n int64, dst []byte) ([]byte, error) {
+// spare buffers when the cache lets it go (see remember). end, when above
+// 0, is where the read's stream ends (ReadAtWithin).
+func (f *RemoteFile) read(off, n int64, dst []byte, end int64) ([]byte, error) {
 	if off < 0 || n < 0 {
 		return nil, fmt.Errorf("%s: negative offset", f.name)
 	}
@@ -126,6 +137,9 @@ func (f *RemoteFile) read(off, n int64, dst []byte) ([]byte, error) {
 			} else {
 				b = dst[:copy(dst, b)]
 			}
+			if blk := f.blocks[i]; blk.ahead && end > 0 {
+				f.prefetch(blk.off+int64(len(blk.data)), end)
+			}
 			f.mu.Unlock()
 			return b, nil
 		}
@@ -137,7 +151,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte) ([]byte, error) {
 			if pre := f.cachedPrefix(off); len(pre) > 0 {
 				k := copy(dst, pre)
 				f.mu.Unlock()
-				rest, err := f.read(off+int64(k), n-int64(k), dst[k:])
+				rest, err := f.read(off+int64(k), n-int64(k), dst[k:], end)
 				return dst[:k+len(rest)], err
 			}
 		}
@@ -174,6 +188,9 @@ func (f *RemoteFile) read(off, n int64, dst []byte) ([]byte, error) {
 	if size >= 0 {
 		fetch = min(fetch, size-off)
 	}
+	if sequential && end > off {
+		fetch = min(fetch, max(end-off, want)) // nothing past the stream's end
+	}
 	f.noteEnd(off + fetch)
 	var p *pending
 	var spare []byte
@@ -182,6 +199,9 @@ func (f *RemoteFile) read(off, n int64, dst []byte) ([]byte, error) {
 		f.pending = append(f.pending, p)
 		if fetch <= f.c.readAhead {
 			spare = f.c.spare()
+		}
+		if end > 0 {
+			f.prefetch(off+fetch, end)
 		}
 	}
 	f.mu.Unlock()
@@ -198,7 +218,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte) ([]byte, error) {
 		p.err = err
 	}
 	if err == nil {
-		f.remember(off, data, dst == nil)
+		f.remember(off, data, dst == nil, sequential)
 	}
 	size = f.size
 	f.mu.Unlock()
@@ -258,6 +278,62 @@ func (f *RemoteFile) continues(off int64) bool {
 	return false
 }
 
+// prefetchDepth is how many blocks a stream keeps read ahead of the block
+// its readers are in: a response's latency is then shared by as many
+// blocks (at 50 ms a response and 4 MiB a block, one request at a time
+// moves 80 MB/s, whatever the link could). maxPrefetch bounds a file's
+// reads in flight that no reader started: the depth for each of two
+// streams (a module's weight and its scales).
+const (
+	prefetchDepth = 3
+	maxPrefetch   = 2 * prefetchDepth
+)
+
+// prefetch keeps the blocks [at, at + prefetchDepth × read-ahead), clipped
+// to end, cached or in flight, starting the reads that are neither, so
+// that a stream over the network is not one round trip a block (a 1.9 GB
+// embedding at 50 ms a response took 25 s). Called with f.mu held.
+func (f *RemoteFile) prefetch(at, end int64) {
+	if f.c.readAhead <= 0 || f.ctx.Err() != nil {
+		return
+	}
+	if f.size >= 0 {
+		end = min(end, f.size)
+	}
+	for range prefetchDepth {
+		if at >= end || f.prefetching >= maxPrefetch {
+			return
+		}
+		if p := f.pendingFor(at); p != nil {
+			at = p.off + p.n
+			continue
+		}
+		if pre := f.cachedPrefix(at); len(pre) > 0 {
+			at += int64(len(pre))
+			continue
+		}
+		n := min(f.c.readAhead, end-at)
+		p := &pending{off: at, n: n, done: make(chan struct{})}
+		f.pending = append(f.pending, p)
+		f.prefetching++
+		f.noteEnd(at + n)
+		spare := f.c.spare()
+		go func(at int64) {
+			data, err := f.fetch(at, n, spare)
+			f.mu.Lock()
+			f.pending = slices.DeleteFunc(f.pending, func(q *pending) bool { return q == p })
+			f.prefetching--
+			p.err = err
+			if err == nil {
+				f.remember(at, data, false, true)
+			}
+			f.mu.Unlock()
+			close(p.done)
+		}(at)
+		at += n
+	}
+}
+
 // cachedPrefix is the longest run of cached bytes that starts at off.
 func (f *RemoteFile) cachedPrefix(off int64) []byte {
 	var best []byte
@@ -292,11 +368,11 @@ func (f *RemoteFile) fromCache(off, n int64) ([]byte, int, bool) {
 // size, is the client's again for the next read ahead: a module streamed
 // over the network then reads into the same few buffers instead of leaving
 // one fresh 4 MiB buffer of garbage a request.
-func (f *RemoteFile) remember(off int64, data []byte, lent bool) {
+func (f *RemoteFile) remember(off int64, data []byte, lent, ahead bool) {
 	if int64(len(data)) > cacheLimit {
 		return // a read larger than the cache (a whole tensor) is its caller's alone: kept, it would double the memory
 	}
-	f.blocks = append(f.blocks, block{off: off, data: data, lent: lent})
+	f.blocks = append(f.blocks, block{off: off, data: data, lent: lent, ahead: ahead})
 	f.cached += int64(len(data))
 	for f.cached > cacheLimit && len(f.blocks) > 1 {
 		old := f.blocks[0]
