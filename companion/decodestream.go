@@ -36,6 +36,9 @@ func decodeModule(ctx context.Context, c *checkpoint.Checkpoint, m *scheme.Modul
 	if err != nil {
 		return err
 	}
+	if l, ok := full.(interface{ LimitRows(int) }); ok {
+		l.LimitRows(hi)
+	}
 	src := sliceSource{full, lo, hi}
 	var o *outFile
 	var f *os.File

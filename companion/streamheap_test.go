@@ -5,11 +5,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -29,16 +31,7 @@ func TestRemoteStreamMemory(t *testing.T) {
 		t.Skip("generates a 180,000-tensor repo and streams 235 MB through the local hub")
 	}
 	const streamBound = 40 << 20
-	root := t.TempDir()
-	if _, _, err := synth.WriteDeepSeekR1FP4Shape(filepath.Join(root, "bench", "r1"), 8); err != nil {
-		t.Fatal(err)
-	}
-	h, err := localhub.New(root, localhub.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, _ := r1ShapeHub(t)
 	peak := func(module string, want uint64) int64 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "QUANTSCOPE_RUN_MAIN=1",
@@ -68,6 +61,64 @@ func TestRemoteStreamMemory(t *testing.T) {
 	t.Logf("peak resident: %d MB for the 8 MB module, %d MB for the 235 MB one", small>>20, big>>20)
 	if big-small > streamBound {
 		t.Errorf("streaming 235 MB instead of 8 MB took %d MB more resident memory, over the %d MB bound", (big-small)>>20, streamBound>>20)
+	}
+}
+
+// r1ShapeHub serves the 180,000-tensor DeepSeek-R1-FP4-shaped repo (sparse
+// shards) as bench/r1 from a local hub, counting the bytes it sends.
+func r1ShapeHub(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	root := t.TempDir()
+	if _, _, err := synth.WriteDeepSeekR1FP4Shape(filepath.Join(root, "bench", "r1"), 8); err != nil {
+		t.Fatal(err)
+	}
+	h, err := localhub.New(root, localhub.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(countingWriter{w, &sent}, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &sent
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w countingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n.Add(int64(n))
+	return n, err
+}
+
+// A row slice decoded over the network reads its rows, not the read-ahead
+// and prefetch past them: `decode --rows 0:40` of a 16384-wide BF16 module
+// (five bands of 8 rows, 1.3 MB) costs about 1 MB more than `--rows 0:8`
+// (one band), where reading ahead to the tensor's end would fetch 16 MiB.
+func TestRemoteRowSliceReadsItsRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates a 180,000-tensor repo")
+	}
+	srv, sent := r1ShapeHub(t)
+	fetched := func(rows string) int64 {
+		sent.Store(0)
+		out := filepath.Join(t.TempDir(), "w.f32")
+		if _, errs, code := runMain(t, "decode", "--no-cache", "--endpoint", srv.URL, "--rows", rows, "--out", out, "bench/r1", "model.layers.0.self_attn.o_proj"); code != 0 {
+			t.Fatalf("decode --rows %s: %s", rows, errs)
+		}
+		if fi, err := os.Stat(out); err != nil || fi.Size() == 0 {
+			t.Fatalf("decode --rows %s wrote nothing: %v", rows, err)
+		}
+		return sent.Load()
+	}
+	one, five := fetched("0:8"), fetched("0:40")
+	t.Logf("bytes sent: %d for 8 rows, %d for 40 rows", one, five)
+	if d := five - one; d < 32*16384*2 || d > 2<<20 {
+		t.Errorf("32 more rows of 32 KiB cost %d bytes more, want about 1 MiB", d)
 	}
 }
 

@@ -20,6 +20,10 @@ type moduleSource struct{ s *scheme.RowStream }
 
 func (m moduleSource) Shape() (rows, cols int) { return m.s.Shape() }
 
+// LimitRows says no band past row hi will be decoded (a row slice): a
+// remote checkpoint reads the weight ahead no further.
+func (m moduleSource) LimitRows(hi int) { m.s.LimitRows(hi) }
+
 func (m moduleSource) NewDecoder() kernels.RowDecoder {
 	return &moduleDecoder{d: m.s.NewDecoder()}
 }

@@ -108,6 +108,17 @@ func TestReadAhead(t *testing.T) {
 	if st := c.Stats(); st.Bytes > 2*(16<<10)+2000 || requests.Load() != 2 {
 		t.Errorf("two lone reads: %d requests, %d bytes", requests.Load(), st.Bytes)
 	}
+	// nor is a read that straddles a block no stream read ahead
+	c, _ = NewClient(WithReadAhead(4 << 20))
+	f = c.NewRemoteFile(context.Background(), srv.URL+"/m.safetensors", "m.safetensors", int64(len(data)))
+	f.ReadAt(buf, 1000)
+	big := make([]byte, 20000)
+	if _, err := f.ReadAt(big, 10000); err != nil || !bytes.Equal(big, data[10000:30000]) {
+		t.Fatalf("read across a cached block's end: %v", err)
+	}
+	if st := c.Stats(); st.Bytes > 16<<10+20000 {
+		t.Errorf("a lone read across a cached block's end: %d bytes fetched, widened to a read ahead", st.Bytes)
+	}
 }
 
 // patternFile is a large file made up on the fly, byte i patternByte(i).

@@ -143,22 +143,24 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64) ([]byte, error) {
 			f.mu.Unlock()
 			return b, nil
 		}
-		// A band that straddles the end of a cached block (bands rarely
-		// divide the read-ahead) takes the block's part and reads on from
-		// its end, which continues the stream: not a request of its own
-		// for bytes already here.
-		if dst != nil {
-			if pre := f.cachedPrefix(off); len(pre) > 0 {
+		// A band that straddles the end of a block read ahead (bands
+		// rarely divide the read-ahead) takes the block's part and reads
+		// on from its end, which continues the stream: not a request of
+		// its own for bytes already here. (Other reads are fetched whole,
+		// as they were asked; with the size unknown the rest could be a
+		// read at the end of the file.)
+		if dst != nil && f.size >= 0 {
+			if pre, ahead := f.cachedPrefix(off); ahead && len(pre) > 0 {
 				k := copy(dst, pre)
 				f.mu.Unlock()
 				rest, err := f.read(off+int64(k), n-int64(k), dst[k:], end)
 				return dst[:k+len(rest)], err
 			}
 		}
-		// A read ahead in flight that holds this one's start: wait for it,
-		// then look in the cache again (another worker's band of the
-		// stream).
-		p := f.pendingFor(off)
+		// A read ahead in flight that holds this one (a ReadAt, its
+		// start: the rest follows as above): wait for it, then look in
+		// the cache again (another worker's band of the stream).
+		p := f.pendingFor(off, n, dst != nil)
 		if p == nil {
 			break
 		}
@@ -250,10 +252,11 @@ type pending struct {
 	err    error
 }
 
-// pendingFor is the read ahead in flight that holds byte off, or nil.
-func (f *RemoteFile) pendingFor(off int64) *pending {
+// pendingFor is the read ahead in flight that holds [off, off+n), or with
+// start, one that holds byte off; nil when none does.
+func (f *RemoteFile) pendingFor(off, n int64, start bool) *pending {
 	for _, p := range f.pending {
-		if off >= p.off && off < p.off+p.n {
+		if off >= p.off && off < p.off+p.n && (start || off+n <= p.off+p.n) {
 			return p
 		}
 	}
@@ -262,7 +265,7 @@ func (f *RemoteFile) pendingFor(off int64) *pending {
 
 // continues says whether a read at off starts where a recent one ended
 // (weights and scales are read as streams side by side: a few are kept),
-// or where a cached block ends.
+// or where a cached block read ahead ends.
 func (f *RemoteFile) continues(off int64) bool {
 	if off <= 0 {
 		return false
@@ -271,7 +274,7 @@ func (f *RemoteFile) continues(off int64) bool {
 		return true
 	}
 	for _, b := range f.blocks {
-		if b.off+int64(len(b.data)) == off {
+		if b.ahead && b.off+int64(len(b.data)) == off {
 			return true
 		}
 	}
@@ -304,11 +307,11 @@ func (f *RemoteFile) prefetch(at, end int64) {
 		if at >= end || f.prefetching >= maxPrefetch {
 			return
 		}
-		if p := f.pendingFor(at); p != nil {
+		if p := f.pendingFor(at, 1, true); p != nil {
 			at = p.off + p.n
 			continue
 		}
-		if pre := f.cachedPrefix(at); len(pre) > 0 {
+		if pre, _ := f.cachedPrefix(at); len(pre) > 0 {
 			at += int64(len(pre))
 			continue
 		}
@@ -334,15 +337,15 @@ func (f *RemoteFile) prefetch(at, end int64) {
 	}
 }
 
-// cachedPrefix is the longest run of cached bytes that starts at off.
-func (f *RemoteFile) cachedPrefix(off int64) []byte {
-	var best []byte
+// cachedPrefix is the longest run of cached bytes that starts at off, and
+// whether its block was read ahead of a stream.
+func (f *RemoteFile) cachedPrefix(off int64) (run []byte, ahead bool) {
 	for _, b := range f.blocks {
-		if off >= b.off && off < b.off+int64(len(b.data)) && b.off+int64(len(b.data))-off > int64(len(best)) {
-			best = b.data[off-b.off:]
+		if off >= b.off && off < b.off+int64(len(b.data)) && b.off+int64(len(b.data))-off > int64(len(run)) {
+			run, ahead = b.data[off-b.off:], b.ahead
 		}
 	}
-	return best
+	return run, ahead
 }
 
 func (f *RemoteFile) noteEnd(end int64) {

@@ -18,6 +18,13 @@ type TensorReaderInto interface {
 	ReadTensorInto(name string, dst []byte, off int64) error
 }
 
+// TensorStreamReader is a TensorReaderInto told where the stream a read
+// belongs to ends (end bytes into the tensor): a remote checkpoint then
+// reads ahead of the stream, and no further than end.
+type TensorStreamReader interface {
+	ReadTensorWithin(name string, dst []byte, off, end int64) error
+}
+
 // RowStream is a module's logical weight opened for decoding in bands of
 // rows into buffers the caller owns: the unit of the companion's streamed
 // full-module dequantization. Its values are those of Dequantize, bit for
@@ -41,6 +48,7 @@ type RowStream struct {
 	scaleTab   [256]float32    // NVFP4: an 8-bit scale code's value × the global scale
 	g          *grid           // FP8: the scale grid's shape (and a tensor scale's value)
 	tensorSc   bool            // FP8: one scale for the whole tensor
+	limit      int             // rows past which no band is read (LimitRows); 0: all
 }
 
 type streamKind uint8
@@ -94,6 +102,14 @@ func OpenRows(m *Module, r TensorReader) (*RowStream, error) {
 		}
 	}
 	return s, nil
+}
+
+// LimitRows says that no band past row hi will be decoded (a row slice), so
+// that a remote reader reads the weight ahead no further.
+func (s *RowStream) LimitRows(hi int) {
+	if hi > 0 && hi < s.rows {
+		s.limit = hi
+	}
 }
 
 // Shape is the logical [rows, cols] of the weight.
@@ -320,6 +336,16 @@ func (d *RowDecoder) read(buf *[]byte, t *TensorInfo, rowLen, lo, hi int) ([]byt
 	}
 	n := (hi - lo) * rowLen
 	off := int64(lo) * int64(rowLen)
+	if sr, ok := d.s.r.(TensorStreamReader); ok {
+		*buf = grow(*buf, n)
+		end := int64(t.NBytes)
+		if t == d.s.w && d.s.limit > 0 {
+			if need, ok := rowsSize(rowLen, d.s.limit); ok {
+				end = min(end, int64(need))
+			}
+		}
+		return *buf, sr.ReadTensorWithin(t.Name, *buf, off, end)
+	}
 	if ri, ok := d.s.r.(TensorReaderInto); ok {
 		*buf = grow(*buf, n)
 		return *buf, ri.ReadTensorInto(t.Name, *buf, off)
