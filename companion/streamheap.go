@@ -14,10 +14,11 @@ import (
 // makes little: the band pipeline's working set is pooled (about 4 × cores
 // × 512 KiB), and a module read over the network goes through a few
 // reused 4 MiB read-ahead buffers (hub.WithReadAhead: three blocks in
-// flight ahead of the readers) and the file cache's 24 MiB. What garbage there is (each request's HTTP objects, text
-// formatted for --json, the load's own leftovers) would by the runtime's
-// default grow to as much again as the checkpoint holds, 110 MB for a
-// 180,000-tensor repo, before a collection.
+// flight ahead of the readers) and the file cache's 40 MiB. What garbage
+// there is (each request's HTTP objects, text formatted for --json, the
+// load's own leftovers) would by the runtime's default grow to as much
+// again as the checkpoint holds, 110 MB for a 180,000-tensor repo, before
+// a collection.
 const streamHeadroom = 48 << 20
 
 // loadStreaming is loadCheckpoint for the commands that then stream a

@@ -98,16 +98,17 @@ func (w countingWriter) Write(b []byte) (int, error) {
 // A row slice decoded over the network reads its rows, not the read-ahead
 // and prefetch past them: `decode --rows 0:40` of a 16384-wide BF16 module
 // (five bands of 8 rows, 1.3 MB) costs about 1 MB more than `--rows 0:8`
-// (one band), where reading ahead to the tensor's end would fetch 16 MiB.
+// (one band), where reading ahead to the tensor's end would fetch 16 MiB;
+// an NVFP4 module's scales stop at the slice's last row as its codes do.
 func TestRemoteRowSliceReadsItsRows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates a 180,000-tensor repo")
 	}
 	srv, sent := r1ShapeHub(t)
-	fetched := func(rows string) int64 {
+	fetched := func(module, rows string) int64 {
 		sent.Store(0)
 		out := filepath.Join(t.TempDir(), "w.f32")
-		if _, errs, code := runMain(t, "decode", "--no-cache", "--endpoint", srv.URL, "--rows", rows, "--out", out, "bench/r1", "model.layers.0.self_attn.o_proj"); code != 0 {
+		if _, errs, code := runMain(t, "decode", "--no-cache", "--endpoint", srv.URL, "--rows", rows, "--out", out, "bench/r1", module); code != 0 {
 			t.Fatalf("decode --rows %s: %s", rows, errs)
 		}
 		if fi, err := os.Stat(out); err != nil || fi.Size() == 0 {
@@ -115,10 +116,22 @@ func TestRemoteRowSliceReadsItsRows(t *testing.T) {
 		}
 		return sent.Load()
 	}
-	one, five := fetched("0:8"), fetched("0:40")
-	t.Logf("bytes sent: %d for 8 rows, %d for 40 rows", one, five)
+	const bf16 = "model.layers.0.self_attn.o_proj"
+	one, five := fetched(bf16, "0:8"), fetched(bf16, "0:40")
+	t.Logf("%s: bytes sent: %d for 8 rows, %d for 40 rows", bf16, one, five)
 	if d := five - one; d < 32*16384*2 || d > 2<<20 {
-		t.Errorf("32 more rows of 32 KiB cost %d bytes more, want about 1 MiB", d)
+		t.Errorf("%s: 32 more rows of 32 KiB cost %d bytes more, want about 1 MiB", bf16, d)
+	}
+	// an NVFP4 expert, 7168 wide (18-row bands): its scales, 448 bytes a
+	// row, stop at the slice's last row too (the tensor's rows 90..2047
+	// would add 858 KB)
+	const nvfp4 = "model.layers.5.mlp.experts.7.gate_proj"
+	one, five = fetched(nvfp4, "0:8"), fetched(nvfp4, "0:90")
+	t.Logf("%s: bytes sent: %d for 8 rows, %d for 90 rows", nvfp4, one, five)
+	// (the 8-row run's first scale read is widened to 16 KiB: rows 8..36
+	// of the scales come with it)
+	if d := five - one; d < 82*(3584+448)-16<<10 || d > 82*(3584+448)+64<<10 {
+		t.Errorf("%s: 82 more rows of 4032 bytes cost %d bytes more, want about %d", nvfp4, d, 82*(3584+448))
 	}
 }
 

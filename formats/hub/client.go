@@ -164,7 +164,7 @@ func WithDefaultPrefix(n int64) Option {
 // WithReadAhead widens a read that continues an earlier one (a module's
 // bands, read in order) to n bytes, and lets the reads it covers wait for
 // it: a stream over the network then costs one request in n bytes, not one
-// a band. The file cache bounds what is held (24 MiB a file); a stream read with
+// a band. The file cache bounds what is held (40 MiB a file); a stream read with
 // ReadAtWithin also keeps prefetchDepth blocks in flight ahead of it. Off by
 // default: a page's sample reads want exactly their bytes.
 func WithReadAhead(n int64) Option {

@@ -21,19 +21,20 @@ type RemoteFile struct {
 	url  string // the hub URL (resolve/...)
 	name string // for messages
 
-	mu          sync.Mutex
-	resolved    string // the URL that last answered (the CDN's, after a redirect)
-	etag        string // of the responses that carried bytes
-	linked      string // the hub's X-Linked-ETag
-	size        int64
-	sizeFrom    string  // who said size (for a message when another answer disagrees)
-	blocks      []block // most recent last
-	cached      int64
-	ends        [4]int64      // where the last reads ended: a read starting at one is a stream's next
-	pending     []*pending    // reads ahead in flight
-	prefetching int           // of them, those no reader started (prefetch)
-	resolving   chan struct{} // closed when a Prepare'd redirect lookup ends
-	pin         *commitPin    // the repo's, for a file of a repo (nil for a lone URL)
+	mu             sync.Mutex
+	resolved       string // the URL that last answered (the CDN's, after a redirect)
+	etag           string // of the responses that carried bytes
+	linked         string // the hub's X-Linked-ETag
+	size           int64
+	sizeFrom       string  // who said size (for a message when another answer disagrees)
+	blocks         []block // most recent last
+	cached         int64
+	ends           [4]int64      // where the last reads ended: a read starting at one is a stream's next
+	pending        []*pending    // reads ahead in flight
+	prefetching    int           // of them, those no reader started (prefetch)
+	prefetchFailed bool          // one did: no more (each would retry the same failure)
+	resolving      chan struct{} // closed when a Prepare'd redirect lookup ends
+	pin            *commitPin    // the repo's, for a file of a repo (nil for a lone URL)
 }
 
 // commitPin holds the commit a repo's revision named at its first answer
@@ -79,7 +80,7 @@ type block struct {
 
 const (
 	minRead    = 16 << 10 // small reads are widened to this, for neighbours
-	cacheLimit = 24 << 20 // per file: a stream's block, the prefetchDepth after it, two behind
+	cacheLimit = 40 << 20 // per file: two streams' blocks, the prefetchDepth after each, one behind each
 )
 
 // NewRemoteFile reads url, whose size is known (size ≥ 0) or learnt from the
@@ -97,7 +98,7 @@ func (f *RemoteFile) Size() int64 {
 
 // ReadAt reads len(p) bytes at off.
 func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
-	data, err := f.read(off, int64(len(p)), p, 0)
+	data, err := f.read(off, int64(len(p)), p, 0, false)
 	return len(data), err
 }
 
@@ -105,7 +106,7 @@ func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
 // tensor's last byte + 1): reading ahead, it reads no further than end,
 // and it keeps the next read ahead of the stream in flight (prefetch).
 func (f *RemoteFile) ReadAtWithin(p []byte, off, end int64) (int, error) {
-	data, err := f.read(off, int64(len(p)), p, end)
+	data, err := f.read(off, int64(len(p)), p, end, false)
 	return len(data), err
 }
 
@@ -114,14 +115,15 @@ func (f *RemoteFile) ReadAtWithin(p []byte, off, end int64) (int, error) {
 // change it. Fewer than n bytes come with io.EOF at the end of the file,
 // else with an error. A header parsed from it keeps its names as views
 // into these bytes, with no second buffer.
-func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) { return f.read(off, n, nil, 0) }
+func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) { return f.read(off, n, nil, 0, false) }
 
 // read is ReadShared when dst is nil, and else ReadAt into dst, returning
 // the part of dst filled. ReadAt copies out of a cached block under the
 // lock, so that a block no caller was lent can go back to the client's
 // spare buffers when the cache lets it go (see remember). end, when above
-// 0, is where the read's stream ends (ReadAtWithin).
-func (f *RemoteFile) read(off, n int64, dst []byte, end int64) ([]byte, error) {
+// 0, is where the read's stream ends (ReadAtWithin); cont says the read
+// continues a stream (the rest of a band split at a block's end).
+func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byte, error) {
 	if off < 0 || n < 0 {
 		return nil, fmt.Errorf("%s: negative offset", f.name)
 	}
@@ -137,23 +139,28 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64) ([]byte, error) {
 			} else {
 				b = dst[:copy(dst, b)]
 			}
-			if blk := f.blocks[i]; blk.ahead && end > 0 {
+			blk := f.touch(i)
+			if blk.ahead && end > 0 {
 				f.prefetch(blk.off+int64(len(blk.data)), end)
 			}
 			f.mu.Unlock()
 			return b, nil
 		}
-		// A band that straddles the end of a block read ahead (bands
-		// rarely divide the read-ahead) takes the block's part and reads
-		// on from its end, which continues the stream: not a request of
-		// its own for bytes already here. (Other reads are fetched whole,
+		// A band of a stream that straddles the end of a cached block
+		// (bands rarely divide the read-ahead) takes the block's part and
+		// reads on from its end, which continues the stream: not a request
+		// of its own for bytes already here. A read is a stream's when the
+		// block was read ahead of one, or the caller says where its stream
+		// ends (ReadAtWithin: a stream of small bands, a module's scales,
+		// starts in a block that was not). Other reads are fetched whole,
 		// as they were asked; with the size unknown the rest could be a
-		// read at the end of the file.)
+		// read at the end of the file.
 		if dst != nil && f.size >= 0 {
-			if pre, ahead := f.cachedPrefix(off); ahead && len(pre) > 0 {
+			if pre, i, ahead := f.cachedPrefix(off); len(pre) > 0 && (ahead || (end > off && f.c.readAhead > 0)) {
+				f.touch(i)
 				k := copy(dst, pre)
 				f.mu.Unlock()
-				rest, err := f.read(off+int64(k), n-int64(k), dst[k:], end)
+				rest, err := f.read(off+int64(k), n-int64(k), dst[k:], end, true)
 				return dst[:k+len(rest)], err
 			}
 		}
@@ -183,7 +190,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64) ([]byte, error) {
 	// A read that starts where an earlier one ended is a stream (a module's
 	// bands, read in order by the workers): read ahead, so that the next
 	// bands are one request, not one each; the cache bounds what is held.
-	sequential := f.c.readAhead > 0 && f.continues(off)
+	sequential := f.c.readAhead > 0 && (cont || f.continues(off))
 	if sequential && want < f.c.readAhead {
 		fetch = f.c.readAhead
 	}
@@ -297,7 +304,7 @@ const (
 // that a stream over the network is not one round trip a block (a 1.9 GB
 // embedding at 50 ms a response took 25 s). Called with f.mu held.
 func (f *RemoteFile) prefetch(at, end int64) {
-	if f.c.readAhead <= 0 || f.ctx.Err() != nil {
+	if f.c.readAhead <= 0 || f.prefetchFailed || f.ctx.Err() != nil {
 		return
 	}
 	if f.size >= 0 {
@@ -311,7 +318,7 @@ func (f *RemoteFile) prefetch(at, end int64) {
 			at = p.off + p.n
 			continue
 		}
-		if pre, _ := f.cachedPrefix(at); len(pre) > 0 {
+		if pre, _, _ := f.cachedPrefix(at); len(pre) > 0 {
 			at += int64(len(pre))
 			continue
 		}
@@ -319,7 +326,6 @@ func (f *RemoteFile) prefetch(at, end int64) {
 		p := &pending{off: at, n: n, done: make(chan struct{})}
 		f.pending = append(f.pending, p)
 		f.prefetching++
-		f.noteEnd(at + n)
 		spare := f.c.spare()
 		go func(at int64) {
 			data, err := f.fetch(at, n, spare)
@@ -329,6 +335,8 @@ func (f *RemoteFile) prefetch(at, end int64) {
 			p.err = err
 			if err == nil {
 				f.remember(at, data, false, true)
+			} else {
+				f.prefetchFailed = true // its readers read alone, and report
 			}
 			f.mu.Unlock()
 			close(p.done)
@@ -337,15 +345,25 @@ func (f *RemoteFile) prefetch(at, end int64) {
 	}
 }
 
-// cachedPrefix is the longest run of cached bytes that starts at off, and
-// whether its block was read ahead of a stream.
-func (f *RemoteFile) cachedPrefix(off int64) (run []byte, ahead bool) {
-	for _, b := range f.blocks {
+// cachedPrefix is the longest run of cached bytes that starts at off, its
+// block's index, and whether that block was read ahead of a stream.
+func (f *RemoteFile) cachedPrefix(off int64) (run []byte, at int, ahead bool) {
+	for i, b := range f.blocks {
 		if off >= b.off && off < b.off+int64(len(b.data)) && b.off+int64(len(b.data))-off > int64(len(run)) {
-			run, ahead = b.data[off-b.off:], b.ahead
+			run, at, ahead = b.data[off-b.off:], i, b.ahead
 		}
 	}
-	return run, ahead
+	return run, at, ahead
+}
+
+// touch moves block i to the cache's recent end, so that a block readers
+// are in outlives the ones they have left (two streams' prefetches would
+// otherwise push it out first), and returns it.
+func (f *RemoteFile) touch(i int) block {
+	b := f.blocks[i]
+	copy(f.blocks[i:], f.blocks[i+1:])
+	f.blocks[len(f.blocks)-1] = b
+	return b
 }
 
 func (f *RemoteFile) noteEnd(end int64) {

@@ -330,7 +330,9 @@ func grow[T any](b []T, n int) []T {
 }
 
 // read fills a scratch buffer with rows [lo, hi) of t, rowLen bytes a row.
-func (d *RowDecoder) read(buf *[]byte, t *TensorInfo, rowLen, lo, hi int) ([]byte, error) {
+// last, when above 0, is the row of t past which the stream reads nothing
+// (LimitRows, in t's rows).
+func (d *RowDecoder) read(buf *[]byte, t *TensorInfo, rowLen, lo, hi, last int) ([]byte, error) {
 	if need, ok := rowsSize(rowLen, hi); !ok || need > t.NBytes {
 		return nil, &DequantError{Module: d.s.m.Name, Tensor: t.Name, Rule: "tensor-size", Msg: fmt.Sprintf("needs %d bytes for %d rows, holds %d", need, hi, t.NBytes)}
 	}
@@ -339,8 +341,8 @@ func (d *RowDecoder) read(buf *[]byte, t *TensorInfo, rowLen, lo, hi int) ([]byt
 	if sr, ok := d.s.r.(TensorStreamReader); ok {
 		*buf = grow(*buf, n)
 		end := int64(t.NBytes)
-		if t == d.s.w && d.s.limit > 0 {
-			if need, ok := rowsSize(rowLen, d.s.limit); ok {
+		if last > 0 {
+			if need, ok := rowsSize(rowLen, max(last, hi)); ok {
 				end = min(end, int64(need))
 			}
 		}
@@ -363,7 +365,7 @@ func (d *RowDecoder) Decode(dst []float32, lo, hi int, info *BandInfo) error {
 	dst = dst[:(hi-lo)*s.cols]
 	switch s.kind {
 	case streamDense:
-		b, err := d.read(&d.raw, s.w, s.cols*int(s.w.DType.Bits()/8), lo, hi)
+		b, err := d.read(&d.raw, s.w, s.cols*int(s.w.DType.Bits()/8), lo, hi, s.limit)
 		if err != nil {
 			return err
 		}
@@ -379,11 +381,11 @@ func (d *RowDecoder) Decode(dst []float32, lo, hi int, info *BandInfo) error {
 
 func (d *RowDecoder) nvfp4(dst []float32, lo, hi int, info *BandInfo) error {
 	s := d.s
-	packed, err := d.read(&d.raw, s.w, s.cols/2, lo, hi)
+	packed, err := d.read(&d.raw, s.w, s.cols/2, lo, hi, s.limit)
 	if err != nil {
 		return err
 	}
-	sb, err := d.read(&d.sraw, s.sc, s.cols/16, lo, hi)
+	sb, err := d.read(&d.sraw, s.sc, s.cols/16, lo, hi, s.limit)
 	if err != nil {
 		return err
 	}
@@ -417,7 +419,7 @@ func (d *RowDecoder) nvfp4(dst []float32, lo, hi int, info *BandInfo) error {
 
 func (d *RowDecoder) fp8(dst []float32, lo, hi int, info *BandInfo) error {
 	s, g := d.s, d.s.g
-	codes, err := d.read(&d.raw, s.w, s.cols, lo, hi)
+	codes, err := d.read(&d.raw, s.w, s.cols, lo, hi, s.limit)
 	if err != nil {
 		return err
 	}
@@ -427,7 +429,11 @@ func (d *RowDecoder) fp8(dst []float32, lo, hi int, info *BandInfo) error {
 		base = lo / g.rowDiv
 		top := (hi-1)/g.rowDiv + 1
 		eb := int(s.sc.DType.Bits() / 8) // whole bytes: openFP8's scaleGrid refused the others
-		sb, err := d.read(&d.sraw, s.sc, g.cols*eb, base, top)
+		last := 0
+		if s.limit > 0 {
+			last = (s.limit-1)/g.rowDiv + 1
+		}
+		sb, err := d.read(&d.sraw, s.sc, g.cols*eb, base, top, last)
 		if err != nil {
 			return err
 		}
