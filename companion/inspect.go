@@ -72,7 +72,11 @@ func cmdInspect(ctx context.Context, args []string, stdout io.Writer) error {
 func printInventory(w io.Writer, inv *checkpoint.Inventory) error {
 	s := inv.Summary
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", inv.Source)
+	if inv.Commit != "" {
+		fmt.Fprintf(&b, "%s (commit %s)\n", inv.Source, shortCommit(inv.Commit))
+	} else {
+		fmt.Fprintf(&b, "%s\n", inv.Source)
+	}
 	fmt.Fprintf(&b, "  %d file(s), %d tensors, %s of tensor data (+%s of headers)\n", s.Files, s.Tensors, humanBytes(s.Bytes), humanBytes(s.HeaderBytes))
 	fmt.Fprintf(&b, "  scheme: %s\n", describeScheme(inv.Scheme))
 	bias := ""
@@ -257,4 +261,12 @@ func humanCount(n uint64) string {
 		return fmt.Sprintf("%.1f K", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+// shortCommit is a commit hash as people quote it: its first 12 digits.
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -323,17 +324,35 @@ func TestCLIReadsHFCache(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "note: cache-org/Tiny read from the Hugging Face cache at "+snap) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	// the repo keeps its name (the note says where it was read from)
-	if !strings.HasPrefix(out, `{"source":"cache-org/Tiny@main",`) {
-		t.Errorf("source of the cached repo: %.80s", out)
+	// the repo keeps its name (the note says where it was read from), and
+	// the commit its revision named is given
+	if !strings.HasPrefix(out, `{"source":"cache-org/Tiny@main","commit":"0123456789abcdef0123456789abcdef01234567",`) {
+		t.Errorf("source of the cached repo: %.120s", out)
+	}
+	if human, _, _ := runMain(t, "inspect", "cache-org/Tiny"); !strings.HasPrefix(human, "cache-org/Tiny@main (commit 0123456789ab)\n") {
+		t.Errorf("inspect's first line: %.80q", human)
 	}
 	_, stderr, code = runMain(t, "inspect", "--endpoint", hubURL, "cache-org/Tiny")
 	if code != 1 || strings.Contains(stderr, "Hugging Face cache") || !strings.Contains(stderr, "cache-org/Tiny") {
 		t.Fatalf("--endpoint of another hub: exit %d, %q", code, stderr)
 	}
 	local, _, _ := runMain(t, "inspect", "--json", filepath.Join(dir, filepath.FromSlash(r.ID)))
+	if strings.Contains(local, `"commit":`) {
+		t.Error("a local folder's inventory names a commit")
+	}
 	if stripVolatile(t, out) != stripVolatile(t, local) {
 		t.Error("the cached copy's inventory differs from the repo's")
+	}
+	// Over the network, the commit is the one the hub said it read.
+	remote, _, code := runMain(t, "inspect", "--json", "--no-cache", "--endpoint", hubURL, r.ID)
+	var doc struct{ Commit string }
+	if json.Unmarshal([]byte(remote), &doc); code != 0 || len(doc.Commit) != 40 {
+		t.Errorf("inspect of %s over the hub: exit %d, commit %q", r.ID, code, doc.Commit)
+	}
+	if resp, err := http.Head(hubURL + "/" + r.ID + "/resolve/main/config.json"); err != nil || resp.Header.Get("X-Repo-Commit") != doc.Commit {
+		t.Errorf("the hub's commit for %s: %v, inspect said %q", r.ID, err, doc.Commit)
+	} else {
+		resp.Body.Close()
 	}
 	_, stderr, code = runMain(t, "inspect", "--no-cache", "--endpoint", hubURL, "cache-org/Tiny")
 	if code != 1 || strings.Contains(stderr, "Hugging Face cache") || !strings.Contains(stderr, "cache-org/Tiny") {
@@ -345,5 +364,28 @@ func TestCLIReadsHFCache(t *testing.T) {
 	_, stderr, code = runMain(t, "inspect", "--revision", "v9", "cache-org/Tiny")
 	if code != 1 || strings.Contains(stderr, "note:") {
 		t.Fatalf("uncached revision: exit %d, %q", code, stderr)
+	}
+	// Offline (huggingface_hub's switch), the cache is read and nothing
+	// else: what it lacks is an error that says so, with no request.
+	for _, v := range []string{"1", "yes", "True"} {
+		t.Setenv("HF_HUB_OFFLINE", v)
+		if _, stderr, code := runMain(t, "inspect", "cache-org/Tiny"); code != 0 || !strings.Contains(stderr, "read from the Hugging Face cache") {
+			t.Errorf("HF_HUB_OFFLINE=%s, a cached repo: exit %d, %q", v, code, stderr)
+		}
+	}
+	for _, c := range []struct{ args, want string }{
+		{"--revision v9 cache-org/Tiny", "cache-org/Tiny@v9 is not in the Hugging Face cache at " + hfDir + ", and HF_HUB_OFFLINE=True forbids reading the hub"},
+		{"--no-cache cache-org/Tiny", "--no-cache asks for the hub, and HF_HUB_OFFLINE=True forbids the network"},
+		{"--endpoint " + hubURL + " " + r.ID, r.ID + " is read from " + strings.TrimPrefix(hubURL, "http://") + ", and HF_HUB_OFFLINE=True forbids the network"},
+		{hubURL + "/" + r.ID + "/resolve/main/model.safetensors", r.ID + "@main is not in the Hugging Face cache"},
+		{"http://127.0.0.1:1/x.safetensors", "http://127.0.0.1:1/x.safetensors is read over the network, and HF_HUB_OFFLINE=True forbids the network"},
+	} {
+		if _, stderr, code := runMain(t, append([]string{"inspect"}, strings.Fields(c.args)...)...); code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("HF_HUB_OFFLINE=True, inspect %s: exit %d, %q, want %q", c.args, code, stderr, c.want)
+		}
+	}
+	t.Setenv("HF_HUB_OFFLINE", "0")
+	if _, stderr, code := runMain(t, "inspect", "--no-cache", "--endpoint", hubURL, r.ID); code != 0 {
+		t.Errorf("HF_HUB_OFFLINE=0: exit %d, %q", code, stderr)
 	}
 }

@@ -78,6 +78,7 @@ func stripVolatile(t *testing.T, s string) string {
 		t.Fatalf("%v: %.200s", err, s)
 	}
 	delete(doc, "source")
+	delete(doc, "commit")
 	delete(doc, "fetch")
 	b, _ := json.Marshal(doc)
 	return string(b)

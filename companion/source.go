@@ -90,8 +90,17 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 		}
 		rev = sf.revision
 	}
+	offline, offlineVar := hfOffline()
+	if offline && (sf.noCache || spec.Kind == hub.KindURL) {
+		what := "--no-cache asks for the hub"
+		if spec.Kind == hub.KindURL {
+			what = source + " is read over the network"
+		}
+		return nil, fmt.Errorf("%s, and %s=%s forbids the network (offline, only local paths and this machine's Hugging Face cache are read)", what, offlineVar, os.Getenv(offlineVar))
+	}
 	// The Hugging Face cache holds the hub's repos: an --endpoint typed on
 	// the command line names another server, which is read instead.
+	var cacheErr error
 	if !sf.noCache && spec.Kind != hub.KindURL && (sf.endpoint == "" || slices.Contains(hub.OfficialHosts, spec.Host())) {
 		c, err := hub.FindCached(hub.CacheDir(), spec.Repo, rev, spec.Path)
 		if err == nil {
@@ -100,6 +109,14 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
+		cacheErr = err
+	}
+	if offline {
+		if cacheErr == nil {
+			return nil, fmt.Errorf("%s is read from %s, and %s=%s forbids the network (offline, only local paths and this machine's Hugging Face cache are read)", source, spec.Host(), offlineVar, os.Getenv(offlineVar))
+		}
+		return nil, fmt.Errorf("%s, and %s=%s forbids reading the hub (download it first, or unset %s)",
+			strings.TrimSuffix(cacheErr.Error(), ": "+fs.ErrNotExist.Error()), offlineVar, os.Getenv(offlineVar), offlineVar)
 	}
 	token := sf.token
 	if token == "" && envTokenGoesTo(spec, sf) {
@@ -108,6 +125,19 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 	// the companion streams modules: their bands are read ahead 4 MiB at a
 	// time (one request, not 16 or 64)
 	return hub.OpenSpec(ctx, spec, sf.revision, hub.WithToken(token), hub.WithReadAhead(4<<20))
+}
+
+// hfOffline says whether huggingface_hub's offline switch is on:
+// HF_HUB_OFFLINE (else TRANSFORMERS_OFFLINE) set to 1, ON, YES or TRUE, in
+// any case, as huggingface_hub reads it. Offline, a repo is read from this
+// machine's Hugging Face cache or not at all.
+func hfOffline() (bool, string) {
+	for _, v := range []string{"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"} {
+		if s := os.Getenv(v); s != "" {
+			return slices.Contains([]string{"1", "ON", "YES", "TRUE"}, strings.ToUpper(strings.TrimSpace(s))), v
+		}
+	}
+	return false, ""
 }
 
 // envTokenGoesTo says whether $HF_TOKEN may be sent where spec points: to

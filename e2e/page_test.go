@@ -24,6 +24,7 @@ func pageURL(base, source, module string) string {
 }
 
 type inventory struct {
+	Commit  string
 	Summary struct {
 		Files, Tensors     int
 		Bytes, Parameters  uint64
@@ -46,10 +47,14 @@ func TestDemoReposMatchInspect(t *testing.T) {
 		}
 		do(t, ctx, chromedp.Navigate(pageURL(base, r.ID, "")))
 		waitJS(t, ctx, fmt.Sprintf("document.body.dataset.loaded === %q", r.ID), 60*time.Second)
-		got := eval[map[string]string](t, ctx, `(() => { const o = {}; for (const id of ["sum-files","sum-tensors","sum-bytes","sum-parameters","sum-bpw","sum-quantized"]) o[id] = document.getElementById(id).dataset.value; o.text = document.getElementById("sum-parameters").textContent; o.formats = JSON.stringify(Object.fromEntries([...document.querySelectorAll("#by-format tr[data-format]")].map(tr => [tr.dataset.format, Number(tr.children[1].dataset.value)]))); o.findings = String(document.querySelectorAll("#findings-list li[data-rule]").length + [...document.querySelectorAll("#findings-list li[data-more-count]")].reduce((a, li) => a + Number(li.dataset.moreCount), 0)); o.rows = document.getElementById("modules-count").textContent; return o; })()`)
+		got := eval[map[string]string](t, ctx, `(() => { const o = {}; for (const id of ["sum-files","sum-tensors","sum-bytes","sum-parameters","sum-bpw","sum-quantized","sum-commit"]) o[id] = document.getElementById(id)?.dataset.value ?? ""; o.text = document.getElementById("sum-parameters").textContent; o.formats = JSON.stringify(Object.fromEntries([...document.querySelectorAll("#by-format tr[data-format]")].map(tr => [tr.dataset.format, Number(tr.children[1].dataset.value)]))); o.findings = String(document.querySelectorAll("#findings-list li[data-rule]").length + [...document.querySelectorAll("#findings-list li[data-more-count]")].reduce((a, li) => a + Number(li.dataset.moreCount), 0)); o.rows = document.getElementById("modules-count").textContent; return o; })()`)
 		s := want.Summary
 		checks := map[string]string{"sum-files": strconv.Itoa(s.Files), "sum-tensors": strconv.Itoa(s.Tensors), "sum-bytes": strconv.FormatUint(s.Bytes, 10),
-			"sum-parameters": strconv.FormatUint(s.Parameters, 10), "sum-quantized": strconv.Itoa(s.QuantizedModules)}
+			"sum-parameters": strconv.FormatUint(s.Parameters, 10), "sum-quantized": strconv.Itoa(s.QuantizedModules),
+			"sum-commit": want.Commit} // the commit the hub named, on screen as on the command line
+		if len(want.Commit) != 40 {
+			t.Errorf("%s: inspect --json over the hub gives commit %q", r.ID, want.Commit)
+		}
 		for id, v := range checks {
 			if got[id] != v {
 				t.Errorf("%s: %s on screen is %q, inspect --json says %q", r.ID, id, got[id], v)

@@ -294,6 +294,8 @@ function renderSummary(inv) {
   const body = $("summary-body");
   body.replaceChildren(kv([
     ["source", inv.source, "sum-source"],
+    // the commit the revision named when the hub answered (absent for a file the page was given)
+    ...(inv.commit ? [["commit", inv.commit.slice(0, 12), "sum-commit", inv.commit]] : []),
     ["files", int(s.files), "sum-files", s.files],
     ["tensors", int(s.tensors), "sum-tensors", s.tensors],
     ["tensor bytes", int(s.bytes) + " (" + bytes(s.bytes) + ")", "sum-bytes", s.bytes],

@@ -39,7 +39,10 @@ type TensorEntry struct {
 
 // Inventory is the inspect --json document.
 type Inventory struct {
-	Source   string           `json:"source"`
+	Source string `json:"source"`
+	// Commit is the commit SOURCE's revision named when it was read (a
+	// hub's X-Repo-Commit, a cache snapshot's); "" for a local folder.
+	Commit   string           `json:"commit,omitempty"`
 	Summary  Summary          `json:"summary"`
 	Scheme   *scheme.Scheme   `json:"scheme"`
 	Modules  []*scheme.Module `json:"modules"`
@@ -157,6 +160,9 @@ func (c *Checkpoint) inventory(withTensors bool) *Inventory {
 	}
 	if st, ok := c.Source.(hub.StatsSource); ok {
 		inv.Fetch = st.Stats()
+	}
+	if cs, ok := c.Source.(hub.CommitSource); ok {
+		inv.Commit = cs.ResolvedCommit()
 	}
 	return inv
 }

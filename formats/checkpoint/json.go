@@ -31,6 +31,11 @@ func (inv *Inventory) WriteJSON(w io.Writer) error {
 	if err := field(true, "source", inv.Source); err != nil {
 		return err
 	}
+	if inv.Commit != "" {
+		if err := field(false, "commit", inv.Commit); err != nil {
+			return err
+		}
+	}
 	for _, f := range []struct {
 		name string
 		v    any

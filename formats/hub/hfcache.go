@@ -66,6 +66,9 @@ func (c *Cached) Name() string {
 	return c.Repo + "@" + c.Revision
 }
 
+// ResolvedCommit is the snapshot's commit.
+func (c *Cached) ResolvedCommit() string { return c.Commit }
+
 // Local marks the cache as local: small reads cost no request.
 func (c *Cached) Local() bool { return true }
 

@@ -59,6 +59,14 @@ func (r *Repo) Name() string {
 // Stats is the client's traffic.
 func (r *Repo) Stats() Stats { return r.c.Stats() }
 
+// ResolvedCommit is the commit the revision named when the hub first
+// answered (X-Repo-Commit), which every later answer matched.
+func (r *Repo) ResolvedCommit() string {
+	r.pin.mu.Lock()
+	defer r.pin.mu.Unlock()
+	return r.pin.commit
+}
+
 type treeEntry struct {
 	Type string `json:"type"`
 	Path string `json:"path"`

@@ -47,6 +47,12 @@ type Stats struct {
 	Bytes    int64 `json:"bytes"`    // response body bytes received
 }
 
+// CommitSource is a Source that knows the commit its revision named when
+// it was read ("" until an answer said it, or where nothing does).
+type CommitSource interface {
+	ResolvedCommit() string
+}
+
 // StatsSource is a Source that counts its traffic.
 type StatsSource interface {
 	Stats() Stats
