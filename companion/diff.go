@@ -129,7 +129,11 @@ func diffText(d *compare.Diff) string {
 		tag  string
 		side compare.Side
 	}{{"A", d.A}, {"B", d.B}} {
-		fmt.Fprintf(&b, "%s  %s\n   %.2f %s, %s parameters, %.2f bits per weight", s.tag, s.side.Source,
+		commit := ""
+		if s.side.Commit != "" {
+			commit = " (commit " + shortCommit(s.side.Commit) + ")"
+		}
+		fmt.Fprintf(&b, "%s  %s%s\n   %.2f %s, %s parameters, %.2f bits per weight", s.tag, s.side.Source, commit,
 			float64(s.side.Bytes)/div, unit, humanCount(s.side.Parameters), s.side.BitsPerWeight)
 		if s.side.Bytes != s.side.BytesWithoutExtra { // only a repo with layers past num_hidden_layers
 			fmt.Fprintf(&b, " (%.2f without extra layers)", s.side.BitsPerWeightWithoutExtra)

@@ -343,6 +343,12 @@ func TestCLIReadsHFCache(t *testing.T) {
 	if stripVolatile(t, out) != stripVolatile(t, local) {
 		t.Error("the cached copy's inventory differs from the repo's")
 	}
+	// diff names each side's commit as inspect does
+	dj, _, code := runMain(t, "diff", "--json", "cache-org/Tiny", filepath.Join(dir, filepath.FromSlash(r.ID)))
+	var d struct{ A, B map[string]any }
+	if json.Unmarshal([]byte(dj), &d); code != 0 || d.A["commit"] != "0123456789abcdef0123456789abcdef01234567" || d.B["commit"] != nil {
+		t.Errorf("diff of the cached repo and a folder: exit %d, commits %v and %v", code, d.A["commit"], d.B["commit"])
+	}
 	// Over the network, the commit is the one the hub said it read.
 	remote, _, code := runMain(t, "inspect", "--json", "--no-cache", "--endpoint", hubURL, r.ID)
 	var doc struct{ Commit string }

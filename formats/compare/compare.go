@@ -14,12 +14,14 @@ import (
 
 	"github.com/quantscope/quantscope/formats/anatomy"
 	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/formats/scheme"
 )
 
 // Repo is one side's input: its modules and its decoder layer count.
 type Repo struct {
 	Source          string
+	Commit          string // the commit read ("" for a local folder)
 	Modules         []*scheme.Module
 	NumHiddenLayers int // from config.json; 0 when unknown (then no layer counts as extra)
 }
@@ -28,6 +30,9 @@ type Repo struct {
 // num_hidden_layers (0 when config.json is absent or unreadable).
 func FromCheckpoint(c *checkpoint.Checkpoint) Repo {
 	r := Repo{Source: c.Source.Name(), Modules: c.Modules}
+	if cs, ok := c.Source.(hub.CommitSource); ok {
+		r.Commit = cs.ResolvedCommit()
+	}
 	if m, err := anatomy.ParseModel(c.Config); err == nil {
 		r.NumHiddenLayers = m.NumHiddenLayers
 	}
@@ -37,6 +42,7 @@ func FromCheckpoint(c *checkpoint.Checkpoint) Repo {
 // Side is one repo's totals.
 type Side struct {
 	Source        string  `json:"source"`
+	Commit        string  `json:"commit,omitempty"` // as inspect's
 	Bytes         uint64  `json:"bytes"`
 	Parameters    uint64  `json:"parameters"`
 	BitsPerWeight float64 `json:"bits_per_weight"`
@@ -92,7 +98,7 @@ const MaxListed = 64
 
 // New compares a with b.
 func New(a, b Repo) *Diff {
-	d := &Diff{A: Side{Source: a.Source}, B: Side{Source: b.Source}, Kinds: []Kind{}, Changed: []Change{}}
+	d := &Diff{A: Side{Source: a.Source, Commit: a.Commit}, B: Side{Source: b.Source, Commit: b.Commit}, Kinds: []Kind{}, Changed: []Change{}}
 	kinds := map[string]*Kind{}
 	kind := func(k string) *Kind {
 		if kinds[k] == nil {
