@@ -82,9 +82,11 @@ func loadWith(t *testing.T, src hub.Source, opt checkpoint.Options) *checkpoint.
 	return c
 }
 
-// comparable drops what legitimately differs between a local and a remote read.
+// comparable drops what legitimately differs between a local and a remote
+// read: the name, the traffic, and the commit the hub names (a folder has
+// none; TestRemoteNamesCommit checks it).
 func comparable(t *testing.T, inv *checkpoint.Inventory) string {
-	inv.Source, inv.Fetch = "", hub.Stats{}
+	inv.Source, inv.Fetch, inv.Commit = "", hub.Stats{}, ""
 	b, err := json.Marshal(inv)
 	if err != nil {
 		t.Fatal(err)
@@ -454,5 +456,26 @@ func TestRevisionMovesMidRead(t *testing.T) {
 	_, err = checkpoint.Load(context.Background(), c.OpenRepo(context.Background(), r.ID, ""), checkpoint.Options{})
 	if !errors.Is(err, hub.ErrChanged) || !strings.Contains(err.Error(), "revision main was commit") {
 		t.Fatalf("a branch that moved mid-read: %v", err)
+	}
+}
+
+// A repo read over the network names the commit its revision named, as the
+// hub said it (X-Repo-Commit); a folder names none.
+func TestRemoteNamesCommit(t *testing.T) {
+	r := synth.ModelOptNVFP4()
+	e := newEnv(t, localhub.Options{}, r)
+	remote := loadRemote(t, e.client(t).OpenRepo(context.Background(), r.ID, ""))
+	local := loadRemote(t, &hub.Dir{Root: filepath.Join(e.dir, filepath.FromSlash(r.ID))})
+	resp, err := http.Head(e.srv.URL + "/" + r.ID + "/resolve/main/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := resp.Header.Get("X-Repo-Commit")
+	if got := remote.Inventory().Commit; len(want) != 40 || got != want {
+		t.Errorf("remote inventory's commit %q, the hub says %q", got, want)
+	}
+	if got := local.Inventory().Commit; got != "" {
+		t.Errorf("a folder's inventory names commit %q", got)
 	}
 }
