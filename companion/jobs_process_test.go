@@ -371,6 +371,15 @@ func TestCLIReadsHFCache(t *testing.T) {
 	if code != 1 || strings.Contains(stderr, "note:") {
 		t.Fatalf("uncached revision: exit %d, %q", code, stderr)
 	}
+	// A snapshot holding the configs alone (a download cut short) is not
+	// read, and the note says why the hub is read instead.
+	partial := t.TempDir()
+	os.WriteFile(filepath.Join(partial, "config.json"), []byte(`{"model_type":"llama"}`), 0o644)
+	hfCacheOf(t, hfDir, r.ID, "89abcdef0123456789abcdef0123456789abcdef", partial)
+	if _, stderr, code := runMain(t, "inspect", r.ID); code != 0 || !strings.Contains(stderr, "note: "+r.ID+"@main: the Hugging Face cache at ") ||
+		!strings.Contains(stderr, "holds only part of it (no .safetensors file); reading the hub instead") {
+		t.Errorf("a partial snapshot: exit %d, %q", code, stderr)
+	}
 	// Offline (huggingface_hub's switch), the cache is read and nothing
 	// else: what it lacks is an error that says so, with no request.
 	for _, v := range []string{"1", "yes", "True"} {
@@ -383,8 +392,9 @@ func TestCLIReadsHFCache(t *testing.T) {
 		{"--revision v9 cache-org/Tiny", "cache-org/Tiny@v9 is not in the Hugging Face cache at " + hfDir + ", and HF_HUB_OFFLINE=True forbids reading the hub"},
 		{"--no-cache cache-org/Tiny", "--no-cache asks for the hub, and HF_HUB_OFFLINE=True forbids the network"},
 		{"--endpoint " + hubURL + " " + r.ID, r.ID + " is read from " + strings.TrimPrefix(hubURL, "http://") + ", and HF_HUB_OFFLINE=True forbids the network"},
-		{hubURL + "/" + r.ID + "/resolve/main/model.safetensors", r.ID + "@main is not in the Hugging Face cache"},
+		{hubURL + "/" + r.ID + "/resolve/main/model.safetensors", r.ID + "@main: model.safetensors is not in the Hugging Face cache at " + hfDir},
 		{"http://127.0.0.1:1/x.safetensors", "http://127.0.0.1:1/x.safetensors is read over the network, and HF_HUB_OFFLINE=True forbids the network"},
+		{r.ID, "holds only part of it (no .safetensors file), and HF_HUB_OFFLINE=True forbids reading the hub"},
 	} {
 		if _, stderr, code := runMain(t, append([]string{"inspect"}, strings.Fields(c.args)...)...); code != 1 || !strings.Contains(stderr, c.want) {
 			t.Errorf("HF_HUB_OFFLINE=True, inspect %s: exit %d, %q, want %q", c.args, code, stderr, c.want)

@@ -109,6 +109,9 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
+		if pe := new(hub.PartialSnapshotError); errors.As(err, &pe) && !offline {
+			fmt.Fprintf(noteOut, "note: %s; reading the hub instead\n", pe)
+		}
 		cacheErr = err
 	}
 	if offline {

@@ -134,11 +134,20 @@ func FindCached(hubDir, repo, rev, filePath string) (*Cached, error) {
 		return c, nil
 	}
 	if err := completeSnapshot(snap); err != nil {
-		return nil, fmt.Errorf("%s@%s: the Hugging Face cache at %s holds only part of it (%v): %w", repo, rev, snap, err, fs.ErrNotExist)
+		return nil, &PartialSnapshotError{fmt.Sprintf("%s@%s: the Hugging Face cache at %s holds only part of it (%v)", repo, rev, snap, err)}
 	}
 	c.Source = &Dir{Root: snap}
 	return c, nil
 }
+
+// PartialSnapshotError is FindCached's error for a snapshot that lacks
+// shards (a download cut short, or the configs alone). It is an
+// fs.ErrNotExist, as a repo the cache does not hold; its own type lets a
+// caller that reads the hub instead say why.
+type PartialSnapshotError struct{ msg string }
+
+func (e *PartialSnapshotError) Error() string        { return e.msg }
+func (e *PartialSnapshotError) Is(target error) bool { return target == fs.ErrNotExist }
 
 // maxRef bounds a refs file (a 40-hex commit and a newline); maxCachedIndex
 // a snapshot's index, as checkpoint bounds any JSON file of a repo.
