@@ -61,7 +61,7 @@ func TestUsageErrorsShowTheCommand(t *testing.T) {
 		{[]string{}, "error: no command given (quantscope --help lists the commands)"},
 		{[]string{"stats", "--bins", "0", "org/name", "m"}, "error: stats: --bins 0 outside 1..4096 (quantscope stats --help lists its flags)"},
 		{[]string{"fit", "--tp", "0", "org/name"}, "error: fit: --tp 0: want 1 to 1024 GPUs a replica (quantscope fit --help lists its flags)"},
-		{[]string{"fit", "--gpu", "H100:0", "org/name"}, "error: fit: --gpu \"H100:0\": want NAME:GB with a positive size in GB (decimal, as vendors state it), e.g. A100:80 (quantscope fit --help lists its flags)"},
+		{[]string{"fit", "--gpu", "H100:0", "org/name"}, "error: fit: --gpu \"H100:0\": want NAME:GB with a positive size in GB (decimal, as vendors state it) or GiB, e.g. A100:80 or A100:80GiB (quantscope fit --help lists its flags)"},
 		{[]string{"fit", "--context", "0", "org/name"}, "error: fit: --context 0: want 1 to 67108864 tokens (quantscope fit --help lists its flags)"},
 		{[]string{"fit", "--batch", "-1", "org/name"}, "error: fit: --batch -1: want 1 to 1048576 sequences (quantscope fit --help lists its flags)"},
 		{[]string{"fit", "--reserve", "1", "org/name"}, "error: fit: --reserve \"1\": a bare number is a fraction of each GPU, below 1; write 1GB for a size, or a percentage (10%) (quantscope fit --help lists its flags)"},

@@ -45,7 +45,7 @@ func cmdFit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&o.KVDType, "kv-dtype", "", "KV cache dtype instead of the declared one (bf16, fp16, fp32, fp8, int8)")
 	fs.StringVar(&o.Reserve, "reserve", "", "held back a GPU for activations: a fraction (0.1, the default), 10% or GB (6GB)")
 	var gpus gpuFlags
-	fs.Var(&gpus, "gpu", "a GPU to judge, repeatable: a catalog name (H100, H200, B200, L40S, RTX 4090, RTX 5090) or NAME:GB")
+	fs.Var(&gpus, "gpu", "a GPU to judge, repeatable: a catalog name (H100, H200, B200, L40S, RTX 4090, RTX 5090) or NAME:GB (decimal GB; NAME:80GiB for binary)")
 	var sf sourceFlags
 	sf.register(fs, true, true)
 	pos, err := parseFlags(fs, args, 1, "SOURCE")

@@ -102,13 +102,14 @@ func TestParseGPU(t *testing.T) {
 		"H100": {"H100", 80 * GB}, "h200": {"H200", 141 * GB}, "b200": {"B200", 192 * GB}, "l40s": {"L40S", 48 * GB},
 		"RTX 4090": {"RTX 4090", 24 * GB}, "rtx-5090": {"RTX 5090", 32 * GB}, "4090": {"RTX 4090", 24 * GB},
 		"A100:80": {"A100", 80 * GB}, "MI300X:192GB": {"MI300X", 192 * GB}, "half:0.5": {"half", GB / 2},
+		"A100:80GiB": {"A100", 80 << 30}, "A100:80 gib": {"A100", 80 << 30}, "L4:24gb": {"L4", 24 * GB},
 	} {
 		g, err := ParseGPU(spec)
 		if err != nil || g != want {
 			t.Errorf("ParseGPU(%q) = %+v, %v; want %+v", spec, g, err, want)
 		}
 	}
-	for _, bad := range []string{"A100", "X:", "X:-1", ":80", "X:abc", "X:NaN"} {
+	for _, bad := range []string{"A100", "X:", "X:-1", ":80", "X:abc", "X:NaN", "X:GiB", "X:80TB", "X:80MiB"} {
 		if _, err := ParseGPU(bad); err == nil {
 			t.Errorf("ParseGPU(%q) accepted", bad)
 		}
@@ -116,7 +117,7 @@ func TestParseGPU(t *testing.T) {
 }
 
 func TestParseReserve(t *testing.T) {
-	for s, want := range map[string][2]float64{"0.1": {0.1, 0}, "10%": {0.1, 0}, "0": {0, 0}, "6GB": {0, 6e9}, "6 GB": {0, 6e9}, "0.5GB": {0, 5e8}, "0.99": {0.99, 0}} {
+	for s, want := range map[string][2]float64{"0.1": {0.1, 0}, "10%": {0.1, 0}, "0": {0, 0}, "6GB": {0, 6e9}, "6 GB": {0, 6e9}, "0.5GB": {0, 5e8}, "0.99": {0.99, 0}, "6GiB": {0, 6 << 30}} {
 		f, b, err := ParseReserve(s)
 		if err != nil || f != want[0] || float64(b) != want[1] {
 			t.Errorf("ParseReserve(%q) = %v, %v, %v; want %v", s, f, b, err, want)

@@ -33,17 +33,19 @@ func squash(s string) string {
 }
 
 // ParseGPU reads a --gpu value: a catalog name (case, spaces and dashes
-// ignored: "h100", "rtx-4090", "4090"), or NAME:GB with the memory in
-// decimal GB ("A100:80", "MI300X:192").
+// ignored: "h100", "rtx-4090", "4090"), or NAME:SIZE with the memory in
+// decimal GB ("A100:80", "MI300X:192GB") or binary GiB ("A100:80GiB", as
+// nvidia-smi's MiB add up).
 func ParseGPU(spec string) (GPU, error) {
-	name, gb, custom := strings.Cut(spec, ":")
+	name, size, custom := strings.Cut(spec, ":")
 	name = strings.TrimSpace(name)
 	if custom {
-		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(gb), "GB"), 64)
-		if err != nil || !(v > 0) || v > 1e6 || name == "" {
-			return GPU{}, fmt.Errorf("--gpu %q: want NAME:GB with a positive size in GB (decimal, as vendors state it), e.g. A100:80", spec)
+		v, unit := sizeUnit(size)
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(n > 0) || n > 1e6 || name == "" {
+			return GPU{}, fmt.Errorf("--gpu %q: want NAME:GB with a positive size in GB (decimal, as vendors state it) or GiB, e.g. A100:80 or A100:80GiB", spec)
 		}
-		return GPU{Name: name, MemoryBytes: uint64(math.Round(v * GB))}, nil
+		return GPU{Name: name, MemoryBytes: uint64(math.Round(n * unit))}, nil
 	}
 	for _, g := range Catalog {
 		if q := squash(name); q == squash(g.Name) || "rtx"+q == squash(g.Name) {
@@ -57,13 +59,26 @@ func ParseGPU(spec string) (GPU, error) {
 	return GPU{}, fmt.Errorf("--gpu %q: not in the catalog (%s); give its memory as NAME:GB", spec, strings.Join(names, ", "))
 }
 
+// sizeUnit splits a size into its number and the bytes of its unit: GB
+// (and no unit) 10^9, GiB 2^30, in any case.
+func sizeUnit(s string) (number string, unit float64) {
+	t := strings.TrimSpace(s)
+	switch l := strings.ToLower(t); {
+	case strings.HasSuffix(l, "gib"):
+		return strings.TrimSpace(t[:len(t)-3]), 1 << 30
+	case strings.HasSuffix(l, "gb"):
+		return strings.TrimSpace(t[:len(t)-2]), GB
+	}
+	return t, GB
+}
+
 // DefaultReserve is the share of each GPU held back for activations, CUDA
 // graphs and workspace: what vLLM's default gpu_memory_utilization 0.9
 // leaves.
 const DefaultReserve = 0.10
 
 // ParseReserve reads a --reserve value: a fraction of each GPU below 1
-// ("0.1"), a percentage ("10%"), or decimal GB a GPU ("6GB"). A bare number
+// ("0.1"), a percentage ("10%"), or decimal GB a GPU ("6GB"; "6GiB" binary). A bare number
 // is a fraction only: "1" or "1.5" is refused rather than read as GB, which
 // a fraction's reader would not expect.
 func ParseReserve(s string) (fraction float64, bytes uint64, err error) {
@@ -76,13 +91,14 @@ func ParseReserve(s string) (fraction float64, bytes uint64, err error) {
 		}
 		return v / 100, 0, nil
 	}
-	gb, hasGB := strings.CutSuffix(t, "GB")
-	v, err := strconv.ParseFloat(strings.TrimSpace(gb), 64)
+	num, unit := sizeUnit(t)
+	hasUnit := num != t
+	v, err := strconv.ParseFloat(num, 64)
 	if err != nil || v < 0 || math.IsInf(v, 0) || v > 1e6 {
 		return 0, 0, bad
 	}
-	if hasGB {
-		return 0, uint64(math.Round(v * GB)), nil
+	if hasUnit {
+		return 0, uint64(math.Round(v * unit)), nil
 	}
 	if v >= 1 {
 		return 0, 0, fmt.Errorf("--reserve %q: a bare number is a fraction of each GPU, below 1; write %sGB for a size, or a percentage (10%%)", s, t)
