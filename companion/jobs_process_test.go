@@ -364,6 +364,12 @@ func TestCLIReadsHFCache(t *testing.T) {
 	if code != 1 || strings.Contains(stderr, "Hugging Face cache") || !strings.Contains(stderr, "cache-org/Tiny") {
 		t.Fatalf("--no-cache: exit %d, %q", code, stderr)
 	}
+	// nor is a URL of another server's repo (the hub here lacks it)
+	for _, u := range []string{hubURL + "/cache-org/Tiny/tree/main", hubURL + "/cache-org/Tiny/resolve/main/model.safetensors"} {
+		if _, stderr, code := runMain(t, "inspect", u); code != 1 || strings.Contains(stderr, "Hugging Face cache") {
+			t.Errorf("inspect %s: exit %d, %q (read from the cache?)", u, code, stderr)
+		}
+	}
 	// Revisions the cache does not hold go to the hub (an unreachable one
 	// here: nothing may leave this machine).
 	t.Setenv("HF_ENDPOINT", hubURL)
@@ -384,14 +390,15 @@ func TestCLIReadsHFCache(t *testing.T) {
 	// else: what it lacks is an error that says so, with no request.
 	for _, v := range []string{"1", "yes", "True"} {
 		t.Setenv("HF_HUB_OFFLINE", v)
-		if _, stderr, code := runMain(t, "inspect", "cache-org/Tiny"); code != 0 || !strings.Contains(stderr, "read from the Hugging Face cache") {
+		if _, stderr, code := runMain(t, "inspect", "cache-org/Tiny"); code != 0 || !strings.Contains(stderr, "read from the Hugging Face cache at "+snap+" (offline: HF_HUB_OFFLINE="+v+")") {
 			t.Errorf("HF_HUB_OFFLINE=%s, a cached repo: exit %d, %q", v, code, stderr)
 		}
 	}
 	for _, c := range []struct{ args, want string }{
 		{"--revision v9 cache-org/Tiny", "cache-org/Tiny@v9 is not in the Hugging Face cache at " + hfDir + ", and HF_HUB_OFFLINE=True forbids reading the hub"},
 		{"--no-cache cache-org/Tiny", "--no-cache asks for the hub, and HF_HUB_OFFLINE=True forbids the network"},
-		{"--endpoint " + hubURL + " " + r.ID, r.ID + " is read from " + strings.TrimPrefix(hubURL, "http://") + ", and HF_HUB_OFFLINE=True forbids the network"},
+		{"--endpoint http://127.0.0.1:1 " + r.ID, r.ID + " is read from 127.0.0.1:1, and HF_HUB_OFFLINE=True forbids the network"},
+		{"http://127.0.0.1:1/cache-org/Tiny/tree/main", "/cache-org/Tiny/tree/main is read from 127.0.0.1:1, and HF_HUB_OFFLINE=True forbids the network"},
 		{hubURL + "/" + r.ID + "/resolve/main/model.safetensors", r.ID + "@main: model.safetensors is not in the Hugging Face cache at " + hfDir},
 		{"http://127.0.0.1:1/x.safetensors", "http://127.0.0.1:1/x.safetensors is read over the network, and HF_HUB_OFFLINE=True forbids the network"},
 		{r.ID, "holds only part of it (no .safetensors file), and HF_HUB_OFFLINE=True forbids reading the hub"},

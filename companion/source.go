@@ -28,7 +28,11 @@ func openSource(ctx context.Context, source string, sf sourceFlags) (hub.Source,
 		return nil, err
 	}
 	if kind, where := hub.Origin(src); kind == "hf-cache" {
-		fmt.Fprintf(noteOut, "note: %s read from the Hugging Face cache at %s (--no-cache reads the hub)\n", source, where)
+		hint := "--no-cache reads the hub"
+		if offline, v := hfOffline(); offline {
+			hint = "offline: " + v + "=" + os.Getenv(v)
+		}
+		fmt.Fprintf(noteOut, "note: %s read from the Hugging Face cache at %s (%s)\n", source, where, hint)
 	}
 	return src, nil
 }
@@ -98,10 +102,11 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 		}
 		return nil, fmt.Errorf("%s, and %s=%s forbids the network (offline, only local paths and this machine's Hugging Face cache are read)", what, offlineVar, os.Getenv(offlineVar))
 	}
-	// The Hugging Face cache holds the hub's repos: an --endpoint typed on
-	// the command line names another server, which is read instead.
+	// The Hugging Face cache holds the hub's repos (or $HF_ENDPOINT's, as
+	// huggingface_hub keeps it for a mirror): an --endpoint typed on the
+	// command line, or a URL, that names another server is read there.
 	var cacheErr error
-	if !sf.noCache && spec.Kind != hub.KindURL && (sf.endpoint == "" || slices.Contains(hub.OfficialHosts, spec.Host())) {
+	if !sf.noCache && spec.Kind != hub.KindURL && cacheServes(spec.Host()) {
 		c, err := hub.FindCached(hub.CacheDir(), spec.Repo, rev, spec.Path)
 		if err == nil {
 			return c, nil
@@ -128,6 +133,17 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 	// the companion streams modules: their bands are read ahead 4 MiB at a
 	// time (one request, not 16 or 64)
 	return hub.OpenSpec(ctx, spec, sf.revision, hub.WithToken(token), hub.WithReadAhead(4<<20))
+}
+
+// cacheServes says whether the Hugging Face cache holds the repos of a hub
+// host: the hub's own, and $HF_ENDPOINT's (huggingface_hub keeps one cache
+// whichever endpoint it reads).
+func cacheServes(host string) bool {
+	if slices.Contains(hub.OfficialHosts, host) {
+		return true
+	}
+	e := os.Getenv("HF_ENDPOINT")
+	return e != "" && host == (hub.Spec{Endpoint: e}).Host()
 }
 
 // hfOffline says whether huggingface_hub's offline switch is on:
