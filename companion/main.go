@@ -93,7 +93,14 @@ func main() {
 	debug.SetMemoryLimit(4 << 30)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	interrupted := ctx.Err() != nil // before stop, which cancels ctx too
 	stop()
+	if err != nil && interrupted {
+		// Ctrl-C cut the command short: say so once, as a shell does
+		// (128 + SIGINT), not each read's "context canceled"
+		fmt.Fprintln(os.Stderr, "interrupted")
+		os.Exit(130)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error: "+oneLine(errorLine(err)))
 		os.Exit(1)

@@ -103,13 +103,26 @@ func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard m
 			return nil
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: reading the shards' headers: %w", c.Source.Name(), context.Cause(ctx))
+	}
+	var failed []error
 	for i, err := range errs {
 		if err != nil {
-			errs[i] = inSource(c.Source, paths[i], err)
+			failed = append(failed, inSource(c.Source, paths[i], err))
 		}
 	}
-	return errors.Join(errs...)
+	// 80 shards failing alike (a hub that answers 404 for all, a lost
+	// network) would be 80 clauses of one error: the first few say it.
+	if len(failed) > shownShardErrors {
+		more := fmt.Errorf("and %d more of the %d shards could not be read", len(failed)-shownShardErrors, len(paths))
+		failed = append(failed[:shownShardErrors:shownShardErrors], more)
+	}
+	return errors.Join(failed...)
 }
+
+// shownShardErrors is how many shards' errors a failed load names.
+const shownShardErrors = 2
 
 // sourceError is a shard's error said with the source it is in, so that
 // a command reading two repos (diff) or a folder tells which one failed.
