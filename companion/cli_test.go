@@ -154,6 +154,13 @@ func TestCLIErrorWording(t *testing.T) {
 	}{
 		{[]string{"decode", "--rows", "5:2", src, "model.layers.0.mlp.up_proj"}, `--rows "5:2": reversed`},
 		{[]string{"decode", "--rows", "3:3", src, "model.layers.0.mlp.up_proj"}, `--rows "3:3": no rows (A:B is rows A to B-1: 3:4?)`},
+		// a mistake the module is not needed for is found before the repo is
+		// read (this endpoint refuses connections: a read would say so)
+		{[]string{"decode", "--endpoint", "http://127.0.0.1:9", "--rows", "3", "org/name", "m"}, `--rows "3": want A:B`},
+		{[]string{"decode", "--endpoint", "http://127.0.0.1:9", "--rows", "a:b", "org/name", "m"}, `--rows "a:b": "a" is not a row number (A:B with A and B whole numbers from 0 to the module's rows`},
+		{[]string{"decode", "--endpoint", "http://127.0.0.1:9", "--rows", "5:2", "org/name", "m"}, `--rows "5:2": reversed`},
+		{[]string{"decode", "--endpoint", "http://127.0.0.1:9", "--rows", "-1:2", "org/name", "m"}, `--rows "-1:2": rows start at 0`},
+		{[]string{"decode", "--endpoint", "http://127.0.0.1:9", "--out", missing + "/x.f32", "org/name", "m"}, "--out " + missing + "/x.f32: its folder " + missing + " does not exist"},
 		{[]string{"inspect", missing}, "no such file or directory: " + missing},
 		{[]string{"inspect", "./no-such-dir"}, "no such file or directory: ./no-such-dir"},
 		{[]string{"inspect", "no-such.safetensors"}, "no such file or directory: no-such.safetensors"},

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -25,6 +26,16 @@ func cmdDecode(ctx context.Context, args []string, stdout io.Writer) error {
 	pos, err := parseFlags(fs, args, 2, "SOURCE NAME")
 	if err != nil {
 		return err
+	}
+	// What can be checked without the module is checked before the repo
+	// is read: a typo costs no network round trips.
+	if _, _, err := parseRows(*rowsFlag, -1); err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := checkOut(*out); err != nil {
+			return err
+		}
 	}
 	c, err := loadStreaming(ctx, pos[0], sf)
 	if err != nil {
@@ -131,9 +142,15 @@ func decodeName(c *checkpoint.Checkpoint, name, rowSpec string) (*decoded, error
 	return &decoded{name: name, rows: hi - lo, cols: cols, values: v}, nil
 }
 
+//
+// rows < 0 checks the spec's form alone (before the module is known).
 func parseRows(spec string, rows int) (int, int, error) {
 	if spec == "" {
 		return 0, rows, nil
+	}
+	known := rows >= 0
+	if !known {
+		rows = math.MaxInt
 	}
 	a, b, ok := strings.Cut(spec, ":")
 	if !ok {
@@ -142,6 +159,9 @@ func parseRows(spec string, rows int) (int, int, error) {
 	lo, hi := 0, rows
 	var err error
 	notRow := func(v string) error {
+		if !known {
+			return fmt.Errorf("--rows %q: %q is not a row number (A:B with A and B whole numbers from 0 to the module's rows, either may be left out)", spec, v)
+		}
 		return fmt.Errorf("--rows %q: %q is not a row number (A:B with A and B whole numbers from 0 to %d, either may be left out)", spec, v, rows)
 	}
 	if a != "" {
@@ -157,7 +177,16 @@ func parseRows(spec string, rows int) (int, int, error) {
 	if lo > hi {
 		return 0, 0, fmt.Errorf("--rows %q: reversed (A must not be past B: %d:%d?)", spec, hi, lo)
 	}
+	if !known && lo >= 0 {
+		if lo == hi {
+			return 0, 0, fmt.Errorf("--rows %q: no rows (A:B is rows A to B-1: %d:%d?)", spec, lo, lo+1)
+		}
+		return lo, hi, nil // the range is checked once the module's rows are known
+	}
 	if lo < 0 || hi > rows {
+		if !known {
+			return 0, 0, fmt.Errorf("--rows %q: rows start at 0", spec)
+		}
 		return 0, 0, fmt.Errorf("--rows %q: outside 0:%d", spec, rows)
 	}
 	if lo == hi && rows > 0 {
