@@ -142,8 +142,8 @@ func decodeName(c *checkpoint.Checkpoint, name, rowSpec string) (*decoded, error
 	return &decoded{name: name, rows: hi - lo, cols: cols, values: v}, nil
 }
 
-//
-// rows < 0 checks the spec's form alone (before the module is known).
+// parseRows reads --rows A:B against a module of rows rows; rows < 0
+// checks the spec's form alone (before the module is known).
 func parseRows(spec string, rows int) (int, int, error) {
 	if spec == "" {
 		return 0, rows, nil

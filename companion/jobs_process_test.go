@@ -16,6 +16,8 @@ import (
 	"github.com/quantscope/quantscope/companion/localhub"
 	"github.com/quantscope/quantscope/companion/ops"
 	"github.com/quantscope/quantscope/companion/proto"
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/formats/scheme"
 	"github.com/quantscope/quantscope/synth"
 )
 
@@ -342,6 +344,17 @@ func TestCLIReadsHFCache(t *testing.T) {
 	}
 	if stripVolatile(t, out) != stripVolatile(t, local) {
 		t.Error("the cached copy's inventory differs from the repo's")
+	}
+	// quantize records the commit it read beside the source
+	qf := filepath.Join(t.TempDir(), "q.safetensors")
+	if _, stderr, code := runMain(t, "quantize", "--format", "fp8_e4m3", "--out", qf, "cache-org/Tiny", "model.layers.0.mlp.up_proj"); code != 0 {
+		t.Fatalf("quantize of the cached repo: %s", stderr)
+	}
+	if b, err := os.ReadFile(qf); err != nil {
+		t.Fatal(err)
+	} else if h, err := safetensors.Parse(qf, b); err != nil || h.Metadata[scheme.MetaCommit] != "0123456789abcdef0123456789abcdef01234567" ||
+		h.Metadata[scheme.MetaSource] != "cache-org/Tiny@main model.layers.0.mlp.up_proj" {
+		t.Errorf("quantize's metadata: %v %v", h, err)
 	}
 	// diff names each side's commit as inspect does
 	dj, _, code := runMain(t, "diff", "--json", "cache-org/Tiny", filepath.Join(dir, filepath.FromSlash(r.ID)))

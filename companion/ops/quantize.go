@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/quantscope/quantscope/calib"
+	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/formats/numeric"
 	"github.com/quantscope/quantscope/formats/safetensors"
 	"github.com/quantscope/quantscope/formats/scheme"
@@ -235,6 +236,9 @@ func quantizeOp(ctx context.Context, env Env, module string, raw json.RawMessage
 		scheme.MetaFormat: p.Format,
 		scheme.MetaNaming: p.Naming,
 		scheme.MetaSource: env.Checkpoint.Source.Name() + " " + module,
+	}
+	if cs, ok := env.Checkpoint.Source.(hub.CommitSource); ok && cs.ResolvedCommit() != "" {
+		md[scheme.MetaCommit] = cs.ResolvedCommit()
 	}
 	var tensors []safetensors.WriteTensor
 	shape := []uint64{uint64(w.Rows), uint64(w.Cols)}

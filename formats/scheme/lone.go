@@ -15,6 +15,7 @@ const (
 	MetaNaming = "quantscope.naming" // modelopt | compressed-tensors | gptqmodel
 	MetaRecipe = "quantscope.recipe" // the block-scale recipe or FP8 scale granularity
 	MetaSource = "quantscope.source" // where the weight came from (SOURCE MODULE)
+	MetaCommit = "quantscope.commit" // the commit SOURCE's revision named when it was read (absent for a folder)
 	// MetaScale says how an FP8 scale is applied: "inverse" (weight_scale_inv
 	// divides: w = q / s, GPT-QModel), "multiplier" (weight_scale_inv
 	// multiplies, DeepSeek) or "direct" (weight_scale multiplies).
