@@ -14,20 +14,20 @@ import (
 // makes little: the band pipeline's working set is pooled (about 4 × cores
 // × 512 KiB), and a module read over the network goes through a few
 // reused 4 MiB read-ahead buffers (hub.WithReadAhead: three blocks in
-// flight ahead of the readers) and the file cache's 40 MiB. What garbage
-// there is (each request's HTTP objects, text formatted for --json, the
-// load's own leftovers) would by the runtime's default grow to as much
-// again as the checkpoint holds, 110 MB for a 180,000-tensor repo, before
-// a collection.
+// flight ahead of the readers, two kept behind) in the file cache. What
+// garbage there is (each request's HTTP objects, text formatted for
+// --json, the load's own leftovers) would by the runtime's default grow to
+// as much again as the checkpoint holds, 110 MB for a 180,000-tensor repo,
+// before a collection.
 const streamHeadroom = 48 << 20
 
 // loadStreaming is loadCheckpoint for the commands that then stream a
 // module's bytes (decode, stats, quantize, report, forward, calibrate).
 // Over the network their resident memory is the checkpoint's plus about
 // 50 MB (cache, read-ahead buffers, headroom), whatever the module's size:
-// `stats` of a 1.9 GB BF16 embedding peaks within 10 MB of `stats` of an
+// `stats` of a 1.9 GB BF16 embedding peaks within 20 MB of `stats` of an
 // 8 MB module of the same 180,000-tensor repo (TestRemoteStreamMemory
-// holds a 235 MB module to it). decode and stats add nothing else;
+// holds a 235 MB module to 40 MB). decode and stats add nothing else;
 // quantize and report hold the module's float32 weight, forward a layer's.
 func loadStreaming(ctx context.Context, source string, sf sourceFlags) (*checkpoint.Checkpoint, error) {
 	c, err := loadCheckpoint(ctx, source, sf)

@@ -323,11 +323,11 @@ func TestTwoStreamsPrefetch(t *testing.T) {
 		}
 		need := int64(rows * (wRow + sRow))
 		t.Logf("%d workers: %d requests, %d bytes fetched for %d needed (%.2f×)", workers, reqs.Load(), bytesOut.Load(), need, float64(bytesOut.Load())/float64(need))
-		// 16 blocks of 4 MiB; workers that claim bands out of order add a
-		// few 16 KiB reads of the scales (20-40 requests in all, where a
-		// stream of small bands not taken for one made 160-1000)
-		if bytesOut.Load() > need*5/4 || reqs.Load() > 4*need/(4<<20) {
-			t.Errorf("%d workers: %d requests and %d bytes for two streams of %d bytes (want at most 4 requests a 4 MiB block and under 1.25× the bytes)", workers, reqs.Load(), bytesOut.Load(), need)
+		// 16 blocks of 4 MiB (and a few more where a band straddles two
+		// streams' blocks), where a stream of small bands not taken for one
+		// made 160-1000 requests
+		if bytesOut.Load() > need*5/4 || reqs.Load() > need/(4<<20)+8 {
+			t.Errorf("%d workers: %d requests and %d bytes for two streams of %d bytes (want about one request a 4 MiB block and under 1.25× the bytes)", workers, reqs.Load(), bytesOut.Load(), need)
 		}
 	}
 }

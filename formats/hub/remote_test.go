@@ -1,6 +1,7 @@
 package hub_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -477,5 +480,60 @@ func TestRemoteNamesCommit(t *testing.T) {
 	}
 	if got := local.Inventory().Commit; got != "" {
 		t.Errorf("a folder's inventory names commit %q", got)
+	}
+}
+
+// An index whose body breaks off is resumed where it stopped, not started
+// over: three answers cut after 2,000 bytes each cost one request a cut, and
+// the file read is the file's. Answers with no validator start over.
+func TestIndexResumed(t *testing.T) {
+	data := bytes.Repeat([]byte(`{"weight_map":{"a":"model-00001-of-00002.safetensors"}}`), 1000)
+	for _, c := range []struct {
+		etag   string
+		ranges []string
+	}{
+		{`"v1"`, []string{"", "bytes=2000-", "bytes=4000-", "bytes=6000-"}},
+		{"", []string{"", "", "", ""}},
+	} {
+		var mu sync.Mutex
+		var ranges []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			ranges = append(ranges, r.Header.Get("Range"))
+			n := len(ranges)
+			mu.Unlock()
+			if c.etag != "" {
+				w.Header().Set("ETag", c.etag)
+			}
+			if n > 3 {
+				http.ServeContent(w, r, "index.json", time.Time{}, bytes.NewReader(data))
+				return
+			}
+			start := 0
+			if rng := r.Header.Get("Range"); rng != "" {
+				fmt.Sscanf(rng, "bytes=%d-", &start)
+				w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, len(data)-1, len(data)))
+				w.Header().Set("Content-Length", strconv.Itoa(len(data)-start))
+				w.WriteHeader(206)
+			} else {
+				w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+				w.WriteHeader(200)
+			}
+			w.Write(data[start : start+2000])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the connection drops mid-body
+		}))
+		c2, err := hub.NewClient(hub.WithEndpoint(srv.URL), hub.WithRetries(4), hub.WithBackoff(time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c2.OpenRepo(context.Background(), "org/name", "").ReadFile(context.Background(), "model.safetensors.index.json", 64<<20)
+		srv.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("etag %q: read through three cuts: %v (%d of %d bytes)", c.etag, err, len(got), len(data))
+		}
+		if !slices.Equal(ranges, c.ranges) {
+			t.Errorf("etag %q: requests' ranges %q, want %q", c.etag, ranges, c.ranges)
+		}
 	}
 }

@@ -76,6 +76,9 @@ type block struct {
 	data  []byte
 	lent  bool // ReadShared handed out a view of data: never reused
 	ahead bool // read ahead of a stream: its reads keep the next in flight
+	// stream is the end of the stream it was read ahead for (ReadAtWithin's
+	// end; 0 when none said): the stream's reads let its blocks behind go.
+	stream int64
 }
 
 const (
@@ -141,6 +144,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 			}
 			blk := f.touch(i)
 			if blk.ahead && end > 0 {
+				f.dropBehind(blk.off, end)
 				f.prefetch(blk.off+int64(len(blk.data)), end)
 			}
 			f.mu.Unlock()
@@ -190,7 +194,10 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 	// A read that starts where an earlier one ended is a stream (a module's
 	// bands, read in order by the workers): read ahead, so that the next
 	// bands are one request, not one each; the cache bounds what is held.
-	sequential := f.c.readAhead > 0 && (cont || f.continues(off))
+	// So is a read whose caller says where its stream ends (ReadAtWithin),
+	// from its first band: workers that take bands out of order then find
+	// them read ahead, not each a read of its own.
+	sequential := f.c.readAhead > 0 && (cont || end > off || f.continues(off))
 	if sequential && want < f.c.readAhead {
 		fetch = f.c.readAhead
 	}
@@ -227,7 +234,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 		p.err = err
 	}
 	if err == nil {
-		f.remember(off, data, dst == nil, sequential)
+		f.remember(off, data, dst == nil, sequential, end)
 	}
 	size = f.size
 	f.mu.Unlock()
@@ -334,7 +341,7 @@ func (f *RemoteFile) prefetch(at, end int64) {
 			f.prefetching--
 			p.err = err
 			if err == nil {
-				f.remember(at, data, false, true)
+				f.remember(at, data, false, true, end)
 			} else {
 				f.prefetchFailed = true // its readers read alone, and report
 			}
@@ -389,11 +396,11 @@ func (f *RemoteFile) fromCache(off, n int64) ([]byte, int, bool) {
 // size, is the client's again for the next read ahead: a module streamed
 // over the network then reads into the same few buffers instead of leaving
 // one fresh 4 MiB buffer of garbage a request.
-func (f *RemoteFile) remember(off int64, data []byte, lent, ahead bool) {
+func (f *RemoteFile) remember(off int64, data []byte, lent, ahead bool, stream int64) {
 	if int64(len(data)) > cacheLimit {
 		return // a read larger than the cache (a whole tensor) is its caller's alone: kept, it would double the memory
 	}
-	f.blocks = append(f.blocks, block{off: off, data: data, lent: lent, ahead: ahead})
+	f.blocks = append(f.blocks, block{off: off, data: data, lent: lent, ahead: ahead, stream: stream})
 	f.cached += int64(len(data))
 	for f.cached > cacheLimit && len(f.blocks) > 1 {
 		old := f.blocks[0]
@@ -404,6 +411,27 @@ func (f *RemoteFile) remember(off int64, data []byte, lent, ahead bool) {
 			f.c.putSpare(old.data)
 		}
 	}
+}
+
+// dropBehind lets go of the blocks a stream read ahead that end two whole
+// read-aheads or more before at, where its readers now are: two blocks
+// behind stay (a worker descheduled while the others read on), and the
+// cache holds a stream's six blocks rather than filling to cacheLimit
+// (which two streams need).
+func (f *RemoteFile) dropBehind(at, stream int64) {
+	kept := f.blocks[:0]
+	for _, b := range f.blocks {
+		if b.ahead && b.stream == stream && b.off+int64(len(b.data)) <= at-2*f.c.readAhead {
+			f.cached -= int64(len(b.data))
+			if !b.lent {
+				f.c.putSpare(b.data)
+			}
+			continue
+		}
+		kept = append(kept, b)
+	}
+	clear(f.blocks[len(kept):])
+	f.blocks = kept
 }
 
 // resolve looks up where the hub redirects the file, without reading it,
