@@ -92,6 +92,7 @@ func main() {
 	}
 	debug.SetMemoryLimit(4 << 30)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	context.AfterFunc(ctx, stop) // a second Ctrl-C ends a command that does not stop at the first
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	interrupted := ctx.Err() != nil // before stop, which cancels ctx too
 	stop()

@@ -106,7 +106,7 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 	// huggingface_hub keeps it for a mirror): an --endpoint typed on the
 	// command line, or a URL, that names another server is read there.
 	var cacheErr error
-	if !sf.noCache && spec.Kind != hub.KindURL && cacheServes(spec.Host()) {
+	if !sf.noCache && spec.Kind != hub.KindURL && cacheServes(spec) {
 		c, err := hub.FindCached(hub.CacheDir(), spec.Repo, rev, spec.Path)
 		if err == nil {
 			return c, nil
@@ -135,15 +135,16 @@ func resolveRemote(ctx context.Context, source string, sf sourceFlags) (hub.Sour
 	return hub.OpenSpec(ctx, spec, sf.revision, hub.WithToken(token), hub.WithReadAhead(4<<20))
 }
 
-// cacheServes says whether the Hugging Face cache holds the repos of a hub
-// host: the hub's own, and $HF_ENDPOINT's (huggingface_hub keeps one cache
-// whichever endpoint it reads).
-func cacheServes(host string) bool {
-	if slices.Contains(hub.OfficialHosts, host) {
+// cacheServes says whether the Hugging Face cache holds the repos of the
+// hub a spec reads: the hub's own, and $HF_ENDPOINT (huggingface_hub keeps
+// one cache whichever endpoint it reads), compared whole, not by host: a
+// mirror and another service on the same host are two hubs.
+func cacheServes(spec hub.Spec) bool {
+	if slices.Contains(hub.OfficialHosts, spec.Host()) {
 		return true
 	}
 	e := os.Getenv("HF_ENDPOINT")
-	return e != "" && host == (hub.Spec{Endpoint: e}).Host()
+	return e != "" && strings.TrimRight(spec.Endpoint, "/") == strings.TrimRight(e, "/")
 }
 
 // hfOffline says whether huggingface_hub's offline switch is on:

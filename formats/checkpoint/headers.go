@@ -116,13 +116,24 @@ func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard m
 	// network) would be 80 clauses of one error: the first few say it.
 	if len(failed) > shownShardErrors {
 		more := fmt.Errorf("and %d more of the %d shards could not be read", len(failed)-shownShardErrors, len(paths))
-		failed = append(failed[:shownShardErrors:shownShardErrors], more)
+		return &shardErrors{text: errors.Join(append(failed[:shownShardErrors:shownShardErrors], more)...).Error(), all: failed}
 	}
 	return errors.Join(failed...)
 }
 
 // shownShardErrors is how many shards' errors a failed load names.
 const shownShardErrors = 2
+
+// shardErrors is a load's failed shards: its text names the first few,
+// while errors.Is and errors.As still see every one (a 403 from the fifth
+// shard still makes the load's error an authentication one).
+type shardErrors struct {
+	text string
+	all  []error
+}
+
+func (e *shardErrors) Error() string   { return e.text }
+func (e *shardErrors) Unwrap() []error { return e.all }
 
 // sourceError is a shard's error said with the source it is in, so that
 // a command reading two repos (diff) or a folder tells which one failed.

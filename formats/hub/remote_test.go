@@ -537,3 +537,38 @@ func TestIndexResumed(t *testing.T) {
 		}
 	}
 }
+
+// A body cut after its last byte (a chunked answer without its end) leaves
+// nothing to resume: the Range request for the rest is answered 416, and
+// the next attempt reads the file whole instead of failing.
+func TestIndexResumedAtItsEnd(t *testing.T) {
+	data := bytes.Repeat([]byte(`{"weight_map":{}}`), 2000)
+	var mu sync.Mutex
+	var ranges []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ranges = append(ranges, r.Header.Get("Range"))
+		n := len(ranges)
+		mu.Unlock()
+		w.Header().Set("ETag", `"v1"`)
+		if n == 1 {
+			w.WriteHeader(200) // chunked: no Content-Length
+			w.Write(data)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the final chunk never comes
+		}
+		http.ServeContent(w, r, "index.json", time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	c, err := hub.NewClient(hub.WithEndpoint(srv.URL), hub.WithRetries(4), hub.WithBackoff(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.OpenRepo(context.Background(), "org/name", "").ReadFile(context.Background(), "model.safetensors.index.json", 64<<20)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read: %v (%d of %d bytes)", err, len(got), len(data))
+	}
+	if want := []string{"", fmt.Sprintf("bytes=%d-", len(data)), ""}; !slices.Equal(ranges, want) {
+		t.Errorf("requests' ranges %q, want %q", ranges, want)
+	}
+}

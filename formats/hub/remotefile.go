@@ -76,6 +76,7 @@ type block struct {
 	data  []byte
 	lent  bool // ReadShared handed out a view of data: never reused
 	ahead bool // read ahead of a stream: its reads keep the next in flight
+	used  bool // a read took bytes from it (dropBehind lets only such go)
 	// stream is the end of the stream it was read ahead for (ReadAtWithin's
 	// end; 0 when none said): the stream's reads let its blocks behind go.
 	stream int64
@@ -367,6 +368,7 @@ func (f *RemoteFile) cachedPrefix(off int64) (run []byte, at int, ahead bool) {
 // are in outlives the ones they have left (two streams' prefetches would
 // otherwise push it out first), and returns it.
 func (f *RemoteFile) touch(i int) block {
+	f.blocks[i].used = true
 	b := f.blocks[i]
 	copy(f.blocks[i:], f.blocks[i+1:])
 	f.blocks[len(f.blocks)-1] = b
@@ -413,15 +415,17 @@ func (f *RemoteFile) remember(off int64, data []byte, lent, ahead bool, stream i
 	}
 }
 
-// dropBehind lets go of the blocks a stream read ahead that end two whole
-// read-aheads or more before at, where its readers now are: two blocks
+// dropBehind lets go of the blocks a stream read ahead, and a read has
+// used, that end two whole read-aheads or more before at, where its
+// readers now are (a block no read has used may be another reader's of the
+// same tensor, a job of serve's behind this one): two blocks
 // behind stay (a worker descheduled while the others read on), and the
 // cache holds a stream's six blocks rather than filling to cacheLimit
 // (which two streams need).
 func (f *RemoteFile) dropBehind(at, stream int64) {
 	kept := f.blocks[:0]
 	for _, b := range f.blocks {
-		if b.ahead && b.stream == stream && b.off+int64(len(b.data)) <= at-2*f.c.readAhead {
+		if b.ahead && b.used && b.stream == stream && b.off+int64(len(b.data)) <= at-2*f.c.readAhead {
 			f.cached -= int64(len(b.data))
 			if !b.lent {
 				f.c.putSpare(b.data)

@@ -246,6 +246,15 @@ func (r *Repo) ReadFile(ctx context.Context, p string, limit int64) ([]byte, err
 			buf.Reset()
 		}
 		resp, m, err := r.c.roundTrip(ctx, u, rng)
+		if err != nil && rng != "" {
+			// The resumed request itself failed (a 416 when the cut came
+			// after the last byte, a server that refuses the range): the
+			// next attempt starts over, as one without the bytes would.
+			at := buf.Len()
+			buf.Reset()
+			bufMeta = meta{}
+			return fmt.Errorf("resuming %s at byte %d: %s", p, at, err.Error())
+		}
 		if err != nil {
 			return err
 		}
@@ -253,6 +262,7 @@ func (r *Repo) ReadFile(ctx context.Context, p string, limit int64) ([]byte, err
 		if err := r.pin.check(p, m.commit); err != nil {
 			return err
 		}
+		resumedAt := -1
 		if rng != "" {
 			start, _, _, ok := parseContentRange(resp.Get("content-range"))
 			if same, known := sameVersion(bufMeta, m); resp.Status != 206 || !ok || start != int64(buf.Len()) || !same || !known {
@@ -262,6 +272,9 @@ func (r *Repo) ReadFile(ctx context.Context, p string, limit int64) ([]byte, err
 					return fmt.Errorf("GET %s: resuming at byte %d: the answer is not the rest of the same file", redact(u), start)
 				}
 			}
+		}
+		if rng != "" && buf.Len() > 0 {
+			resumedAt = buf.Len()
 		}
 		if buf.Len() == 0 {
 			bufMeta = m
@@ -273,6 +286,10 @@ func (r *Repo) ReadFile(ctx context.Context, p string, limit int64) ([]byte, err
 			}
 		}
 		if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1-int64(buf.Len()))); err != nil {
+			if resumedAt >= 0 && buf.Len() == resumedAt {
+				buf.Reset() // a resumed answer that brought nothing: start over next time
+				bufMeta = meta{}
+			}
 			return fmt.Errorf("GET %s: %w", redact(u), err)
 		}
 		b := buf.Bytes()
