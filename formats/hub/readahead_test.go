@@ -331,3 +331,38 @@ func TestTwoStreamsPrefetch(t *testing.T) {
 		}
 	}
 }
+
+// A worker that takes a later band first reads ahead from there; the band
+// before it is then read up to where those bytes begin, not again over
+// them: a 90-row slice read band 1 first, then band 0, fetches each byte
+// once.
+func TestReadAheadOutOfOrder(t *testing.T) {
+	const size = 4 << 20
+	var bytesOut atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		if start, end, ok := parseRangeHeader(q.Header.Get("Range")); ok {
+			bytesOut.Add(end - start + 1)
+		}
+		http.ServeContent(w, q, "m", time.Time{}, &patternFile{size: size})
+	}))
+	t.Cleanup(srv.Close)
+	c, _ := NewClient(WithReadAhead(4 << 20))
+	f := c.NewRemoteFile(context.Background(), srv.URL+"/m", "m", size)
+	const row, band, from = 3584, 18, 1000
+	end := int64(from + 90*row)
+	buf := make([]byte, band*row)
+	for _, b := range []int64{1, 0, 2, 4, 3} {
+		off := from + b*band*row
+		if _, err := f.ReadAtWithin(buf, off, end); err != nil {
+			t.Fatalf("band %d: %v", b, err)
+		}
+		for i := range buf {
+			if buf[i] != patternByte(off+int64(i)) {
+				t.Fatalf("band %d, byte %d wrong", b, i)
+			}
+		}
+	}
+	if got := bytesOut.Load(); got != 90*row {
+		t.Errorf("%d bytes fetched for a %d-byte slice read out of order", got, 90*row)
+	}
+}

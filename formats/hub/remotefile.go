@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -208,6 +209,13 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 	if sequential && end > off {
 		fetch = min(fetch, max(end-off, want)) // nothing past the stream's end
 	}
+	if sequential {
+		// nor into bytes cached or on their way (a worker that took a
+		// later band first read from there on)
+		if next := f.nextHeld(off); next-off < fetch {
+			fetch = max(next-off, want)
+		}
+	}
 	f.noteEnd(off + fetch)
 	var p *pending
 	var spare []byte
@@ -330,7 +338,7 @@ func (f *RemoteFile) prefetch(at, end int64) {
 			at += int64(len(pre))
 			continue
 		}
-		n := min(f.c.readAhead, end-at)
+		n := min(f.c.readAhead, end-at, f.nextHeld(at)-at)
 		p := &pending{off: at, n: n, done: make(chan struct{})}
 		f.pending = append(f.pending, p)
 		f.prefetching++
@@ -351,6 +359,23 @@ func (f *RemoteFile) prefetch(at, end int64) {
 		}(at)
 		at += n
 	}
+}
+
+// nextHeld is where the first cached block or read in flight that starts
+// after off begins (math.MaxInt64 when none does).
+func (f *RemoteFile) nextHeld(off int64) int64 {
+	next := int64(math.MaxInt64)
+	for _, b := range f.blocks {
+		if b.off > off {
+			next = min(next, b.off)
+		}
+	}
+	for _, p := range f.pending {
+		if p.off > off {
+			next = min(next, p.off)
+		}
+	}
+	return next
 }
 
 // cachedPrefix is the longest run of cached bytes that starts at off, its
