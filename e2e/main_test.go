@@ -166,14 +166,26 @@ func newBrowser(t *testing.T, width, height int, extra ...chromedp.ExecAllocator
 		chromedp.WindowSize(width, height),
 	}
 	opts = append(opts, extra...)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancel2 := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancel2)
-	if err := chromedp.Do(ctx); err != nil { // starts the browser, with no timeout on this first call
-		t.Fatal(err)
+	// Chromium now and then dies before it listens (a crash report and no
+	// DevTools line, seen once in CI while other packages' tests loaded both
+	// cores): that is the machine's, not the page's, so a start is tried
+	// three times, each failure logged.
+	for attempt := 1; ; attempt++ {
+		actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel2 := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+		err := chromedp.Do(ctx) // starts the browser, with no timeout on this first call
+		if err == nil {
+			t.Cleanup(cancel)
+			t.Cleanup(cancel2)
+			return ctx
+		}
+		cancel2()
+		cancel()
+		if attempt == 3 || !strings.Contains(err.Error(), "chrome failed to start") {
+			t.Fatal(err)
+		}
+		t.Logf("Chromium did not start (attempt %d of 3): %.300s", attempt, err)
 	}
-	return ctx
 }
 
 // eval evaluates a JS expression in the page.
