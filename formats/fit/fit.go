@@ -19,6 +19,7 @@ package fit
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/quantscope/quantscope/formats/anatomy"
 	"github.com/quantscope/quantscope/formats/checkpoint"
@@ -489,6 +490,15 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 	gpus := o.GPUs
 	if len(gpus) == 0 {
 		gpus = Catalog
+	}
+	var consumed []string
+	for _, g := range gpus {
+		if rep.ReserveBytes >= g.MemoryBytes {
+			consumed = append(consumed, fmt.Sprintf("%s (%s)", g.Name, HumanGB(g.MemoryBytes)))
+		}
+	}
+	if len(consumed) > 0 {
+		notes = append(notes, fmt.Sprintf("the --reserve of %s is all the memory of %s: nothing is left there for the model", HumanGB(rep.ReserveBytes), strings.Join(consumed, ", ")))
 	}
 	for _, g := range gpus {
 		v := Verdict{Name: g.Name, MemoryBytes: g.MemoryBytes, UsableBytes: e.usable(g)}

@@ -228,6 +228,11 @@ func TestSlidingWindow(t *testing.T) {
 	eq(t, "max_context 10 MB", rep.GPUs[0].MaxContext, (avail-sliding*perLayer*d.Window)/(full*perLayer))
 	eq(t, "max_context H200 (the model's limit)", rep.GPUs[1].MaxContext, d.MaxPos)
 	eq(t, "H200 count", rep.GPUs[1].Count, 1)
+
+	// a reserve as large as a GPU leaves it nothing: said, not silent
+	rep = estimate(t, r, Options{Reserve: "100GB", GPUs: []GPU{{"L40S", 48 * GB}, {"H200", 141 * GB}}})
+	hasNote(t, rep, "the --reserve of 100.00 GB is all the memory of L40S (48.00 GB): nothing is left there for the model")
+	eq(t, "L40S fits with the reserve", rep.GPUs[0].Fits, false)
 }
 
 // TestFP8KV: hf_quant_config.json's kv_cache_quant_algo FP8 makes the cache
