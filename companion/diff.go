@@ -15,6 +15,7 @@ import (
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/compare"
+	"github.com/quantscope/quantscope/formats/hub"
 )
 
 // cmdDiff sets two repos side by side, read from their headers (both loaded
@@ -131,7 +132,7 @@ func diffText(d *compare.Diff) string {
 	}{{"A", d.A}, {"B", d.B}} {
 		commit := ""
 		if s.side.Commit != "" {
-			commit = " (commit " + shortCommit(s.side.Commit) + ")"
+			commit = " (commit " + hub.ShortCommit(s.side.Commit) + ")"
 		}
 		fmt.Fprintf(&b, "%s  %s%s\n   %.2f %s, %s parameters, %.2f bits per weight", s.tag, s.side.Source, commit,
 			float64(s.side.Bytes)/div, unit, humanCount(s.side.Parameters), s.side.BitsPerWeight)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
+	"github.com/quantscope/quantscope/formats/hub"
 	"github.com/quantscope/quantscope/formats/scheme"
 )
 
@@ -73,7 +74,7 @@ func printInventory(w io.Writer, inv *checkpoint.Inventory) error {
 	s := inv.Summary
 	var b strings.Builder
 	if inv.Commit != "" {
-		fmt.Fprintf(&b, "%s (commit %s)\n", inv.Source, shortCommit(inv.Commit))
+		fmt.Fprintf(&b, "%s (commit %s)\n", inv.Source, hub.ShortCommit(inv.Commit))
 	} else {
 		fmt.Fprintf(&b, "%s\n", inv.Source)
 	}
@@ -261,12 +262,4 @@ func humanCount(n uint64) string {
 		return fmt.Sprintf("%.1f K", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
-}
-
-// shortCommit is a commit hash as people quote it: its first 12 digits.
-func shortCommit(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	return c
 }

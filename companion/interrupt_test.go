@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/quantscope/quantscope/companion/localhub"
-	"github.com/quantscope/quantscope/synth"
 )
 
 // Ctrl-C during a stream over the network ends the command with one word
@@ -24,11 +23,7 @@ func TestInterruptMidStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates a 180,000-tensor repo")
 	}
-	root := t.TempDir()
-	if _, _, err := synth.WriteDeepSeekR1FP4Shape(filepath.Join(root, "bench", "r1"), 8); err != nil {
-		t.Fatal(err)
-	}
-	h, err := localhub.New(root, localhub.Options{Latency: 100 * time.Millisecond})
+	h, err := localhub.New(r1ShapeRoot(t), localhub.Options{Latency: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +55,7 @@ func TestEveryShardFailing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates a 180,000-tensor repo")
 	}
-	root := t.TempDir()
-	if _, _, err := synth.WriteDeepSeekR1FP4Shape(filepath.Join(root, "bench", "r1"), 8); err != nil {
-		t.Fatal(err)
-	}
-	h, err := localhub.New(root, localhub.Options{Faults: func(r *http.Request, p string, n int) localhub.Fault {
+	h, err := localhub.New(r1ShapeRoot(t), localhub.Options{Faults: func(r *http.Request, p string, n int) localhub.Fault {
 		if strings.HasSuffix(p, ".safetensors") {
 			return localhub.Fault{Status: 404}
 		}

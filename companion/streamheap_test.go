@@ -73,11 +73,7 @@ func TestRemoteStreamMemory(t *testing.T) {
 // shards) as bench/r1 from a local hub, counting the bytes it sends.
 func r1ShapeHub(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
-	root := t.TempDir()
-	if _, _, err := synth.WriteDeepSeekR1FP4Shape(filepath.Join(root, "bench", "r1"), 8); err != nil {
-		t.Fatal(err)
-	}
-	h, err := localhub.New(root, localhub.Options{})
+	h, err := localhub.New(r1ShapeRoot(t), localhub.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +83,17 @@ func r1ShapeHub(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &sent
+}
+
+// r1ShapeRoot writes the 180,000-tensor DeepSeek-R1-FP4-shaped repo (8
+// sparse shards) as bench/r1 under a new folder, for a local hub.
+func r1ShapeRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	if _, _, err := synth.WriteDeepSeekR1FP4Shape(filepath.Join(root, "bench", "r1"), 8); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 type countingWriter struct {

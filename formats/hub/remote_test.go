@@ -495,13 +495,9 @@ func TestIndexResumed(t *testing.T) {
 		{`"v1"`, []string{"", "bytes=2000-", "bytes=4000-", "bytes=6000-"}},
 		{"", []string{"", "", "", ""}},
 	} {
-		var mu sync.Mutex
-		var ranges []string
+		var ranges rangeLog
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			ranges = append(ranges, r.Header.Get("Range"))
-			n := len(ranges)
-			mu.Unlock()
+			n := ranges.add(r)
 			if c.etag != "" {
 				w.Header().Set("ETag", c.etag)
 			}
@@ -523,17 +519,13 @@ func TestIndexResumed(t *testing.T) {
 			w.(http.Flusher).Flush()
 			panic(http.ErrAbortHandler) // the connection drops mid-body
 		}))
-		c2, err := hub.NewClient(hub.WithEndpoint(srv.URL), hub.WithRetries(4), hub.WithBackoff(time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := c2.OpenRepo(context.Background(), "org/name", "").ReadFile(context.Background(), "model.safetensors.index.json", 64<<20)
+		got, err := readIndexAt(t, srv.URL)
 		srv.Close()
 		if err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("etag %q: read through three cuts: %v (%d of %d bytes)", c.etag, err, len(got), len(data))
 		}
-		if !slices.Equal(ranges, c.ranges) {
-			t.Errorf("etag %q: requests' ranges %q, want %q", c.etag, ranges, c.ranges)
+		if !slices.Equal(ranges.got(), c.ranges) {
+			t.Errorf("etag %q: requests' ranges %q, want %q", c.etag, ranges.got(), c.ranges)
 		}
 	}
 }
@@ -543,13 +535,9 @@ func TestIndexResumed(t *testing.T) {
 // the next attempt reads the file whole instead of failing.
 func TestIndexResumedAtItsEnd(t *testing.T) {
 	data := bytes.Repeat([]byte(`{"weight_map":{}}`), 2000)
-	var mu sync.Mutex
-	var ranges []string
+	var ranges rangeLog
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		ranges = append(ranges, r.Header.Get("Range"))
-		n := len(ranges)
-		mu.Unlock()
+		n := ranges.add(r)
 		w.Header().Set("ETag", `"v1"`)
 		if n == 1 {
 			w.WriteHeader(200) // chunked: no Content-Length
@@ -560,15 +548,42 @@ func TestIndexResumedAtItsEnd(t *testing.T) {
 		http.ServeContent(w, r, "index.json", time.Time{}, bytes.NewReader(data))
 	}))
 	defer srv.Close()
-	c, err := hub.NewClient(hub.WithEndpoint(srv.URL), hub.WithRetries(4), hub.WithBackoff(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.OpenRepo(context.Background(), "org/name", "").ReadFile(context.Background(), "model.safetensors.index.json", 64<<20)
+	got, err := readIndexAt(t, srv.URL)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read: %v (%d of %d bytes)", err, len(got), len(data))
 	}
-	if want := []string{"", fmt.Sprintf("bytes=%d-", len(data)), ""}; !slices.Equal(ranges, want) {
-		t.Errorf("requests' ranges %q, want %q", ranges, want)
+	if want := []string{"", fmt.Sprintf("bytes=%d-", len(data)), ""}; !slices.Equal(ranges.got(), want) {
+		t.Errorf("requests' ranges %q, want %q", ranges.got(), want)
 	}
+}
+
+// rangeLog records each request's Range header, in order.
+type rangeLog struct {
+	mu     sync.Mutex
+	ranges []string
+}
+
+// add records r's Range and returns how many requests there have been.
+func (l *rangeLog) add(r *http.Request) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ranges = append(l.ranges, r.Header.Get("Range"))
+	return len(l.ranges)
+}
+
+func (l *rangeLog) got() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ranges)
+}
+
+// readIndexAt reads org/name's index from the hub at url with a client that
+// retries four times, quickly.
+func readIndexAt(t *testing.T, url string) ([]byte, error) {
+	t.Helper()
+	c, err := hub.NewClient(hub.WithEndpoint(url), hub.WithRetries(4), hub.WithBackoff(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.OpenRepo(context.Background(), "org/name", "").ReadFile(context.Background(), "model.safetensors.index.json", 64<<20)
 }
