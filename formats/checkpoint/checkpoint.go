@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/quantscope/quantscope/formats/hub"
@@ -199,13 +201,7 @@ func (sh *Shard) shapeValues(name string) ([]int64, bool) {
 
 // Module finds a module by name, or the module that holds a tensor of that name.
 func (c *Checkpoint) Module(name string) (*scheme.Module, bool) {
-	c.byModuleOnce.Do(func() {
-		c.byModule = make(map[string]*scheme.Module, len(c.Modules))
-		for _, m := range c.Modules {
-			c.byModule[m.Name] = m
-		}
-	})
-	if m, ok := c.byModule[name]; ok {
+	if m, ok := c.moduleNamed(name); ok {
 		return m, true
 	}
 	if loc, ok := c.lookup(name); ok {
@@ -215,13 +211,37 @@ func (c *Checkpoint) Module(name string) (*scheme.Module, bool) {
 			}
 			for i := range sh.infos {
 				if sh.infos[i].Name == name {
-					m, ok := c.byModule[sh.infos[i].Module]
-					return m, ok
+					return c.moduleNamed(sh.infos[i].Module)
 				}
 			}
 		}
 	}
 	return nil, false
+}
+
+// moduleNamed is Module without the fallback to a tensor's name, which
+// on a miss orders every shard's names for the lookup. Modules come
+// sorted by name from the grouping: a binary search, no map, unless a
+// caller built them otherwise.
+func (c *Checkpoint) moduleNamed(name string) (*scheme.Module, bool) {
+	c.byModuleOnce.Do(func() {
+		if slices.IsSortedFunc(c.Modules, func(a, b *scheme.Module) int { return strings.Compare(a.Name, b.Name) }) {
+			return
+		}
+		c.byModule = make(map[string]*scheme.Module, len(c.Modules))
+		for _, m := range c.Modules {
+			c.byModule[m.Name] = m
+		}
+	})
+	if c.byModule != nil {
+		m, ok := c.byModule[name]
+		return m, ok
+	}
+	i, ok := slices.BinarySearchFunc(c.Modules, name, func(m *scheme.Module, name string) int { return strings.Compare(m.Name, name) })
+	if !ok {
+		return nil, false
+	}
+	return c.Modules[i], true
 }
 
 // TensorNames lists every tensor, in shard then data order.

@@ -55,7 +55,7 @@ func (c *Checkpoint) w4aRefused(layers int) string {
 	for l := range layers {
 		for _, p := range anatomy.LlamaProjections {
 			name := fmt.Sprintf("model.layers.%d.%s", l, p)
-			mod, ok := c.Module(name)
+			mod, ok := c.moduleNamed(name) // a module's name: no tensor is named so
 			if !ok {
 				return name + ": no such module"
 			}

@@ -90,6 +90,8 @@ type Module struct {
 	Symmetric      bool   `json:"symmetric,omitempty"`
 	// InverseScale: FP8 scales are divisors (GPT-QModel's own export), not multipliers.
 	InverseScale bool `json:"inverse_scale,omitempty"`
+	// fused: a tensor of the module has one of fusedRoles (Group's use)
+	fused bool
 	packLayout   packing.CTLayout
 	// scaleRefused says why a lone file's quantscope.scale does not describe
 	// the FP8 scale tensor stored (scaleKindMismatch); decoding refuses it.
@@ -295,7 +297,7 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 		t.Module, t.Role = mod, role
 	}
 	var deferred []*TensorInfo
-	var fused map[string]bool // stems of ModelOpt's stacked-experts names
+	stacked := 0 // modules marked fused: stems of ModelOpt's stacked-experts names
 	for i := range tensors {
 		t := &tensors[i]
 		mod, role := SplitName(t.Name)
@@ -303,27 +305,33 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 			deferred = append(deferred, t) // gpt-oss `*_bias` joins its `*_blocks` (or stacked experts') module
 			continue
 		}
-		if mod != t.Name && slices.Contains(fusedRoles, role) {
-			if fused == nil {
-				fused = map[string]bool{}
-			}
-			fused[mod] = true
-		}
 		add(mod, role, t)
+		if mod != t.Name && !last.fused && slices.Contains(fusedRoles, role) {
+			// a flag on the module, not a set of names: every quantized
+			// linear has such a role, and a set cost 4 MB and a hash each
+			// on a 180,000-tensor repo
+			last.fused = true
+			stacked++
+		}
 	}
-	for stem := range fused {
+	for _, m := range order {
+		if stacked == 0 {
+			break
+		}
+		if !m.fused {
+			continue
+		}
+		stacked--
 		// the stacked parameter itself, named as its module: its weight
-		if m := byName[stem]; m != nil {
-			for i := range m.infos {
-				if ri := &m.infos[i]; ri.role == "tensor" && ri.t.Name == stem {
-					ri.role, ri.t.Role = "weight", "weight"
-				}
+		for i := range m.infos {
+			if ri := &m.infos[i]; ri.role == "tensor" && ri.t.Name == m.Name {
+				ri.role, ri.t.Role = "weight", "weight"
 			}
 		}
 	}
 	for _, t := range deferred {
 		stem := strings.TrimSuffix(t.Name, "_bias")
-		if m := byName[stem]; m != nil && (m.infos.get("blocks") != nil || fused[stem]) {
+		if m := byName[stem]; m != nil && (m.infos.get("blocks") != nil || m.fused) {
 			add(stem, "bias", t)
 		} else {
 			add(t.Name, "tensor", t)
