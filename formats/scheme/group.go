@@ -91,8 +91,8 @@ type Module struct {
 	// InverseScale: FP8 scales are divisors (GPT-QModel's own export), not multipliers.
 	InverseScale bool `json:"inverse_scale,omitempty"`
 	// fused: a tensor of the module has one of fusedRoles (Group's use)
-	fused bool
-	packLayout   packing.CTLayout
+	fused      bool
+	packLayout packing.CTLayout
 	// scaleRefused says why a lone file's quantscope.scale does not describe
 	// the FP8 scale tensor stored (scaleKindMismatch); decoding refuses it.
 	scaleRefused, scaleRole string
