@@ -13,17 +13,18 @@ import (
 // scheme the configs declare (Group calls it for every module).
 func classify(m *Module, s *Scheme, shapes ShapeValues) {
 	in := m.infos
-	for _, ri := range in {
-		role, t := ri.role, ri.t
+	for _, t := range in {
+		role := t.Role
 		m.Bytes += t.NBytes
 		if role == "bias" || (role != "weight" && role != "tensor" && !metadataRoles[role] &&
 			role != "weight_packed" && role != "qweight" && role != "blocks") {
-			if m.extraParams == nil {
-				m.extraParams, m.extraBytes = map[string]uint64{}, map[string]uint64{}
+			n := m.rareToWrite()
+			if n.extraParams == nil {
+				n.extraParams, n.extraBytes = map[string]uint64{}, map[string]uint64{}
 			}
 			f := dtypeFormat(t.DType)
-			m.extraParams[f] += t.elements()
-			m.extraBytes[f] += t.NBytes
+			n.extraParams[f] += t.elements()
+			n.extraBytes[f] += t.NBytes
 		}
 	}
 	w, packed, qw, blocks := in.get("weight"), in.get("weight_packed"), in.get("qweight"), in.get("blocks")
@@ -53,7 +54,7 @@ func classify(m *Module, s *Scheme, shapes ShapeValues) {
 			p *= d
 		}
 	}
-	m.BiasParameters = sumValues(m.extraParams)
+	m.BiasParameters = sumValues(m.rare().extraParams)
 	m.Parameters = p + m.BiasParameters
 }
 
@@ -110,7 +111,7 @@ func classifyPacked(m *Module, p *TensorInfo, s *Scheme, shapes ShapeValues) {
 			}
 			return
 		}
-		m.shapeRejected = fmt.Sprintf("weight_shape values %v: %s", v, why)
+		m.rareToWrite().shapeRejected = fmt.Sprintf("weight_shape values %v: %s", v, why)
 	}
 	// Without usable weight_shape values the packed width bounds the
 	// logical width.
@@ -204,7 +205,10 @@ func classifyWeight(m *Module, w *TensorInfo, s *Scheme) {
 			scale, role = inv, "weight_scale_inv"
 		}
 		if scale != nil {
-			m.scaleRefused, m.scaleRole = scaleKindMismatch(s.fileScale, role), role
+			if why := scaleKindMismatch(s.fileScale, role); why != "" {
+				n := m.rareToWrite()
+				n.scaleRefused, n.scaleRole = why, role
+			}
 		}
 		m.Layout = fp8Layout(m, w, scale, s)
 	case w.DType == safetensors.I8 && (sc != nil || inv != nil):

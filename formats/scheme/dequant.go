@@ -114,15 +114,15 @@ func checkLimit(m *Module, n int, cols uint64) error {
 // not describe its FP8 scale tensor: decoded, it would divide by a
 // multiplier or multiply by a divisor.
 func (m *Module) scaleKindErr() error {
-	if m.scaleRefused == "" {
+	if m.rare().scaleRefused == "" {
 		return nil
 	}
-	t := m.infos.get(m.scaleRole)
+	t := m.infos.get(m.rare().scaleRole)
 	name := ""
 	if t != nil {
 		name = t.Name
 	}
-	return &DequantError{Module: m.Name, Tensor: name, Rule: "scale-kind", Msg: m.scaleRefused}
+	return &DequantError{Module: m.Name, Tensor: name, Rule: "scale-kind", Msg: m.rare().scaleRefused}
 }
 
 // rowsOf decodes whole rows [d.lo, d.hi) of the formats stored row by row.

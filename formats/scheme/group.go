@@ -93,6 +93,13 @@ type Module struct {
 	// fused: a tensor of the module has one of fusedRoles (Group's use)
 	fused      bool
 	packLayout packing.CTLayout
+	notes      *moduleNotes // nil for most modules (see rare)
+	infos      roleInfos    // the module's tensors, in the order they came
+}
+
+// moduleNotes are what few modules have, kept apart so that the tens of
+// thousands of modules of a large repo do not each carry the room.
+type moduleNotes struct {
 	// scaleRefused says why a lone file's quantscope.scale does not describe
 	// the FP8 scale tensor stored (scaleKindMismatch); decoding refuses it.
 	scaleRefused, scaleRole string
@@ -103,24 +110,37 @@ type Module struct {
 	// bias/other parameters counted under their own dtype
 	extraParams map[string]uint64 // nil when there are none
 	extraBytes  map[string]uint64 // their bytes, by the same keys
-	infos       roleInfos         // role → info, in the order the tensors came
 }
 
-// roleInfo is one tensor of a module and its role.
-type roleInfo struct {
-	role string
-	t    *TensorInfo
+// noNotes stands for a module's absent notes; never written.
+var noNotes moduleNotes
+
+// rare returns the module's notes to read (empty when it has none).
+func (m *Module) rare() *moduleNotes {
+	if m.notes == nil {
+		return &noNotes
+	}
+	return m.notes
 }
 
-// roleInfos maps a module's roles to its tensors. A module has a handful of
-// tensors, so a slice searched in turn is both smaller and faster than a map
-// (a repo of 46,000 modules holds 46,000 of these).
-type roleInfos []roleInfo
+// rareToWrite returns the module's notes to change, made on first use.
+func (m *Module) rareToWrite() *moduleNotes {
+	if m.notes == nil {
+		m.notes = &moduleNotes{}
+	}
+	return m.notes
+}
+
+// roleInfos are a module's tensors, each with its role in its Role (Group
+// records it there). A module has a handful of tensors, so a slice
+// searched in turn is both smaller and faster than a map (a repo of 46,000
+// modules holds 46,000 of these).
+type roleInfos []*TensorInfo
 
 func (r roleInfos) lookup(role string) (*TensorInfo, bool) {
-	for i := range r {
-		if r[i].role == role {
-			return r[i].t, true
+	for _, t := range r {
+		if t.Role == role {
+			return t, true
 		}
 	}
 	return nil, false
@@ -142,8 +162,8 @@ func (m *Module) Info(role string) (*TensorInfo, bool) {
 // modules, and a map apiece cost more than grouping them.
 func (m *Module) Tensors() map[string]string {
 	out := make(map[string]string, len(m.infos))
-	for _, ri := range m.infos {
-		out[ri.role] = ri.t.Name
+	for _, t := range m.infos {
+		out[t.Role] = t.Name
 	}
 	return out
 }
@@ -169,9 +189,9 @@ func (m *Module) ParametersByFormat() map[string]uint64 {
 // a map per module (a repo's summary adds up tens of thousands).
 func (m *Module) AddParametersByFormat(into map[string]uint64) {
 	if m.Format != FormatNone {
-		into[m.Format] += m.Parameters - sumValues(m.extraParams)
+		into[m.Format] += m.Parameters - sumValues(m.rare().extraParams)
 	}
-	for k, v := range m.extraParams {
+	for k, v := range m.rare().extraParams {
 		into[k] += v
 	}
 }
@@ -180,8 +200,8 @@ func (m *Module) AddParametersByFormat(into map[string]uint64) {
 // splits its parameters: a bias (or other float data) under its own dtype,
 // the rest (the weight and its scales) under the module's format.
 func (m *Module) AddBytesByFormat(into map[string]uint64) {
-	into[m.Format] += m.Bytes - sumValues(m.extraBytes)
-	for k, v := range m.extraBytes {
+	into[m.Format] += m.Bytes - sumValues(m.rare().extraBytes)
+	for k, v := range m.rare().extraBytes {
 		into[k] += v
 	}
 }
@@ -265,7 +285,7 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 	// Modules and their role lists are carved from blocks, four roles a
 	// module (a longer list moves out on its own).
 	var slab []Module
-	var roleSlab []roleInfo
+	var roleSlab []*TensorInfo
 	var last *Module     // a module's tensors are often neighbours
 	left := len(tensors) // not yet added: bounds the modules still to come
 	add := func(mod, role string, t *TensorInfo) {
@@ -280,7 +300,7 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 				// quarter of those left (and more when it runs out) wastes
 				// little where a fixed size left a third of it unused.
 				n := min(left+1, left/4+16)
-				slab, roleSlab = make([]Module, n), make([]roleInfo, 4*n)
+				slab, roleSlab = make([]Module, n), make([]*TensorInfo, 4*n)
 			}
 			m = &slab[0]
 			slab = slab[1:]
@@ -293,8 +313,8 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 		if _, dup := m.infos.lookup(role); dup { // two tensors claim one role: keep both apart
 			role = t.Name
 		}
-		m.infos = append(m.infos, roleInfo{role, t})
 		t.Module, t.Role = mod, role
+		m.infos = append(m.infos, t)
 	}
 	var deferred []*TensorInfo
 	stacked := 0 // modules marked fused: stems of ModelOpt's stacked-experts names
@@ -323,9 +343,9 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 		}
 		stacked--
 		// the stacked parameter itself, named as its module: its weight
-		for i := range m.infos {
-			if ri := &m.infos[i]; ri.role == "tensor" && ri.t.Name == m.Name {
-				ri.role, ri.t.Role = "weight", "weight"
+		for _, t := range m.infos {
+			if t.Role == "tensor" && t.Name == m.Name {
+				t.Role = "weight"
 			}
 		}
 	}

@@ -87,15 +87,15 @@ func (r roleInfos) appendJSON(b []byte) []byte {
 	for i := range r {
 		order = append(order, i)
 	}
-	slices.SortFunc(order, func(x, y int) int { return strings.Compare(r[x].role, r[y].role) })
+	slices.SortFunc(order, func(x, y int) int { return strings.Compare(r[x].Role, r[y].Role) })
 	b = append(b, '{')
 	for k, i := range order {
 		if k > 0 {
 			b = append(b, ',')
 		}
-		b = AppendJSONString(b, r[i].role)
+		b = AppendJSONString(b, r[i].Role)
 		b = append(b, ':')
-		b = AppendJSONString(b, r[i].t.Name)
+		b = AppendJSONString(b, r[i].Name)
 	}
 	return append(b, '}')
 }

@@ -56,11 +56,11 @@ func checkModule(m *Module, s *Scheme) []Finding {
 	if (hasPacked && (hasS2 || hasIS)) || (hasW && (hasGS || hasIGS)) {
 		add("CT-005", SeverityError, "weight_scale_2", "module mixes ModelOpt names (weight, weight_scale_2, input_scale) with compressed-tensors names (weight_packed, weight_global_scale, input_global_scale): a half-done conversion, whose global scales may or may not be inverted")
 	}
-	if m.scaleRefused != "" {
-		add("scale-kind", SeverityError, m.scaleRole, "%s: refused, not decoded the wrong way round", m.scaleRefused)
+	if n := m.rare(); n.scaleRefused != "" {
+		add("scale-kind", SeverityError, n.scaleRole, "%s: refused, not decoded the wrong way round", n.scaleRefused)
 	}
-	if m.shapeRejected != "" {
-		add("CT-004", SeverityError, "weight_shape", "%s; the logical shape %v is inferred from the packed width instead", m.shapeRejected, m.WeightShape)
+	if n := m.rare(); n.shapeRejected != "" {
+		add("CT-004", SeverityError, "weight_shape", "%s; the logical shape %v is inferred from the packed width instead", n.shapeRejected, m.WeightShape)
 	}
 	rows, cols := m.Matrix2D()
 	sc, hasScale := m.infos.lookup("weight_scale")
@@ -192,7 +192,7 @@ func checkCTPack(m *Module, s *Scheme, add func(rule, sev, role, format string, 
 		add("CT-004", SeverityError, "weight_packed", "pack-quantized module has no weight_shape: the logical width is only bounded to within %d values", 32/b)
 	} else if ws.elements() != uint64(len(p.Shape)) {
 		add("CT-004", SeverityError, "weight_shape", "weight_shape holds %d values for a %d-D packed weight", ws.elements(), len(p.Shape))
-	} else if m.ShapeInferred && m.shapeRejected == "" {
+	} else if m.ShapeInferred && m.rare().shapeRejected == "" {
 		add("CT-004", SeverityInfo, "weight_shape", "weight_shape values were not read; logical width %d is inferred from the packed width, within %d values", m.WeightShape[len(m.WeightShape)-1], 32/b)
 	}
 	if len(p.Shape) == 0 || len(m.WeightShape) != len(p.Shape) {

@@ -246,8 +246,7 @@ func (s *RowStream) openFP8(d *dq) error {
 // readAll reads every tensor of m once and serves reads from memory.
 func readAll(m *Module, r TensorReader) (TensorReader, error) {
 	mem := memReader{}
-	for _, ri := range m.infos {
-		t := ri.t
+	for _, t := range m.infos {
 		b, err := r.ReadTensor(t.Name, 0, int64(t.NBytes))
 		if err != nil {
 			return nil, err
