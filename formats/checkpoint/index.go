@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/quantscope/quantscope/formats/safetensors"
 )
 
 // parseIndex reads model.safetensors.index.json. A large model's index holds
@@ -75,6 +77,9 @@ func (p *indexParser) str() (string, error) {
 	start := p.i
 	escaped := false
 	for p.i < len(p.s) {
+		if p.i = safetensors.PlainRun(p.s, p.i); p.i == len(p.s) {
+			break
+		}
 		switch c := p.s[p.i]; {
 		case c == '\\':
 			escaped = true

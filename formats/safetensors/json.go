@@ -102,10 +102,10 @@ func (s *scanner) str(tensor string) (string, error) {
 	start := s.i
 	plain := true
 	for s.i < len(s.b) {
-		switch strClass[s.b[s.i]] {
-		case strPlain:
-			s.i++
-			continue
+		if s.i = PlainRun(s.b, s.i); s.i == len(s.b) {
+			break
+		}
+		switch strClass[s.b[s.i]] { // not strPlain: PlainRun passed those
 		case strQuote:
 			out := s.b[start:s.i]
 			s.i++
