@@ -73,13 +73,14 @@ func (c *Checkpoint) readHeaders(ctx context.Context, paths []string, perShard m
 		}
 	}
 	c.allInfos = all
+	var bufs headerBuffers
 	for i, p := range paths {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			sh, err := readShard(ctx, c.Source, p, headerGuess(perShard[p]))
+			sh, err := readShard(ctx, c.Source, p, headerGuess(perShard[p]), &bufs)
 			if err == nil {
 				c.digest(sh, slot[i], opt)
 			}
@@ -193,15 +194,56 @@ func (c *Checkpoint) digest(sh *Shard, slot []scheme.TensorInfo, opt Options) {
 	}
 }
 
-// sharedReader is a reader that can hand out the bytes it fetched instead
-// of copying them (hub.RemoteFile); the caller never changes them.
-type sharedReader interface {
-	ReadShared(off, n int64) ([]byte, error)
+// onceReader reads bytes straight into the caller's buffer, keeping no
+// copy (hub.RemoteFile's ReadOnce): a header is read once and parsed.
+type onceReader interface {
+	ReadOnce(dst []byte, off int64) (int, error)
+}
+
+// headerBuffers lends the buffers headers are read into. A header's names
+// are copied out when it is parsed (a third of its bytes), so its buffer
+// goes on to the next shard's header: an 80-shard repo's 25 MB of headers
+// cost the buffers of the reads in flight at once, not 25 MB held.
+type headerBuffers struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+// get returns a buffer of length n.
+func (p *headerBuffers) get(n int64) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, b := range p.free {
+		if int64(cap(b)) >= n {
+			p.free[i] = p.free[len(p.free)-1]
+			p.free = p.free[:len(p.free)-1]
+			return b[:n]
+		}
+	}
+	return make([]byte, n, n+n/8) // room for a slightly larger header next
+}
+
+// put takes back a buffer nothing refers to any more.
+func (p *headerBuffers) put(b []byte) {
+	p.mu.Lock()
+	p.free = append(p.free, b)
+	p.mu.Unlock()
+}
+
+// readAt reads len(buf) bytes at off, from the server without a cached copy
+// when r can.
+func readAt(r io.ReaderAt, buf []byte, off int64) (int, error) {
+	if or, ok := r.(onceReader); ok {
+		return or.ReadOnce(buf, off)
+	}
+	return r.ReadAt(buf, off)
 }
 
 // readShard reads a header in one read of a guessed prefix, and a second,
-// exact one only when the guess was short.
-func readShard(ctx context.Context, src hub.Source, p string, guess int64) (*Shard, error) {
+// exact one only when the guess was short. Its buffers come from bufs and
+// go back there once the header is parsed (not after an error: its text
+// may hold views of them).
+func readShard(ctx context.Context, src hub.Source, p string, guess int64, bufs *headerBuffers) (*Shard, error) {
 	r, size, err := src.Open(ctx, p)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), p+": ") {
@@ -214,15 +256,8 @@ func readShard(ctx context.Context, src hub.Source, p string, guess int64) (*Sha
 	if size < 0 {
 		n = guess
 	}
-	var buf []byte
-	got := 0
-	if sr, ok := r.(sharedReader); ok {
-		buf, err = sr.ReadShared(0, n) // the fetched bytes themselves, not a copy
-		got = len(buf)
-	} else {
-		buf = make([]byte, n)
-		got, err = r.ReadAt(buf, 0)
-	}
+	buf := bufs.get(n)
+	got, err := readAt(r, buf, 0)
 	if err != nil && !(errors.Is(err, io.EOF) && int64(got) == size) {
 		if int64(got) < min(8, n) || !errors.Is(err, io.EOF) {
 			closeReader(r)
@@ -236,18 +271,20 @@ func readShard(ctx context.Context, src hub.Source, p string, guess int64) (*Sha
 		return nil, err
 	}
 	if need > int64(len(buf)) {
-		more := make([]byte, need)
+		more := bufs.get(need)
 		copy(more, buf)
-		if _, err := r.ReadAt(more[len(buf):], int64(len(buf))); err != nil {
+		bufs.put(buf)
+		buf = more
+		if _, err := readAt(r, more[got:], int64(got)); err != nil {
 			closeReader(r)
-			return nil, &safetensors.FormatError{File: p, Offset: int64(len(buf)), Rule: safetensors.RuleHeaderBounds,
+			return nil, &safetensors.FormatError{File: p, Offset: int64(got), Rule: safetensors.RuleHeaderBounds,
 				Msg: fmt.Sprintf("cannot read the %d-byte header: %v", need-8, err), Err: err}
 		}
-		buf = more
 	}
-	if s.Header, err = safetensors.ParseOwnedPrefix(p, buf, size); err != nil {
+	if s.Header, err = safetensors.ParseReusedPrefix(p, buf, size); err != nil {
 		closeReader(r)
 		return nil, err
 	}
+	bufs.put(buf)
 	return s, nil
 }

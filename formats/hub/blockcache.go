@@ -14,7 +14,6 @@ import (
 type block struct {
 	off   int64
 	data  []byte
-	lent  bool // ReadShared handed out a view of data: never reused
 	ahead bool // read ahead of a stream: its reads keep the next in flight
 	used  bool // a read took bytes from it (dropBehind lets only such go)
 	// stream is the end of the stream it was read ahead for (ReadAtWithin's
@@ -34,11 +33,11 @@ type pending struct {
 	err    error
 }
 
-// pendingFor is the read ahead in flight that holds [off, off+n), or with
-// start, one that holds byte off; nil when none does.
-func (f *RemoteFile) pendingFor(off, n int64, start bool) *pending {
+// pendingFor is the read ahead in flight that holds byte off (a read
+// starting there waits for it and takes what it holds); nil when none does.
+func (f *RemoteFile) pendingFor(off int64) *pending {
 	for _, p := range f.pending {
-		if off >= p.off && off < p.off+p.n && (start || off+n <= p.off+p.n) {
+		if off >= p.off && off < p.off+p.n {
 			return p
 		}
 	}
@@ -89,7 +88,7 @@ func (f *RemoteFile) prefetch(at, end int64) {
 		if at >= end || f.prefetching >= maxPrefetch {
 			return
 		}
-		if p := f.pendingFor(at, 1, true); p != nil {
+		if p := f.pendingFor(at); p != nil {
 			at = p.off + p.n
 			continue
 		}
@@ -109,7 +108,7 @@ func (f *RemoteFile) prefetch(at, end int64) {
 			f.prefetching--
 			p.err = err
 			if err == nil {
-				f.remember(at, data, false, true, end)
+				f.remember(at, data, true, end)
 			} else {
 				f.prefetchFailed = true // its readers read alone, and report
 			}
@@ -177,25 +176,22 @@ func (f *RemoteFile) fromCache(off, n int64) ([]byte, int, bool) {
 	return nil, 0, false
 }
 
-// remember caches data read at off; lent says a caller holds a view of it
-// (ReadShared). A block that leaves the cache unlent, of the read-ahead's
-// size, is the client's again for the next read ahead: a module streamed
+// remember caches data read at off. Readers copy out of the cache, so a
+// block that leaves it, of the read-ahead's size, is the client's again for the next read ahead: a module streamed
 // over the network then reads into the same few buffers instead of leaving
 // one fresh 4 MiB buffer of garbage a request.
-func (f *RemoteFile) remember(off int64, data []byte, lent, ahead bool, stream int64) {
+func (f *RemoteFile) remember(off int64, data []byte, ahead bool, stream int64) {
 	if int64(len(data)) > cacheLimit {
 		return // a read larger than the cache (a whole tensor) is its caller's alone: kept, it would double the memory
 	}
-	f.blocks = append(f.blocks, block{off: off, data: data, lent: lent, ahead: ahead, stream: stream})
+	f.blocks = append(f.blocks, block{off: off, data: data, ahead: ahead, stream: stream})
 	f.cached += int64(len(data))
 	for f.cached > cacheLimit && len(f.blocks) > 1 {
 		old := f.blocks[0]
 		f.cached -= int64(len(old.data))
 		f.blocks[0] = block{}
 		f.blocks = f.blocks[1:]
-		if !old.lent {
-			f.c.putSpare(old.data)
-		}
+		f.c.putSpare(old.data)
 	}
 }
 
@@ -211,9 +207,7 @@ func (f *RemoteFile) dropBehind(at, stream int64) {
 	for _, b := range f.blocks {
 		if b.ahead && b.used && b.stream == stream && b.off+int64(len(b.data)) <= at-2*f.c.readAhead {
 			f.cached -= int64(len(b.data))
-			if !b.lent {
-				f.c.putSpare(b.data)
-			}
+			f.c.putSpare(b.data)
 			continue
 		}
 		kept = append(kept, b)

@@ -96,17 +96,52 @@ func (f *RemoteFile) ReadAtWithin(p []byte, off, end int64) (int, error) {
 	return len(data), err
 }
 
-// ReadShared is ReadAt without the copy: it returns up to n bytes at off
-// in a slice that the file's cache may share, so the caller must never
-// change it. Fewer than n bytes come with io.EOF at the end of the file,
-// else with an error. A header parsed from it keeps its names as views
-// into these bytes, with no second buffer.
-func (f *RemoteFile) ReadShared(off, n int64) ([]byte, error) { return f.read(off, n, nil, 0, false) }
+// ReadOnce reads len(dst) bytes at off into dst straight from the server
+// and keeps nothing in the file's cache: for bytes read once and parsed (a
+// shard's header), whose buffer the caller then reuses for the next file.
+// Fewer bytes come with io.EOF at the end of the file, else with an error.
+func (f *RemoteFile) ReadOnce(dst []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%s: negative offset", f.name)
+	}
+	if len(dst) == 0 {
+		return 0, nil
+	}
+	f.mu.Lock()
+	size := f.size
+	want := int64(len(dst))
+	if size >= 0 && off+want > size {
+		want = size - off
+	}
+	if want <= 0 {
+		f.mu.Unlock()
+		return 0, io.EOF
+	}
+	f.noteEnd(off + want)
+	f.mu.Unlock()
+	data, err := f.fetch(off, want, dst[:0:want])
+	if err != nil {
+		return 0, err
+	}
+	n := len(data)
+	if n > 0 && &data[0] != &dst[0] { // not read in place (it always is: dst has the room)
+		n = copy(dst, data)
+	}
+	if n < len(dst) {
+		f.mu.Lock()
+		size = f.size
+		f.mu.Unlock()
+		if size >= 0 && off+int64(n) >= size {
+			return n, io.EOF
+		}
+		return n, fmt.Errorf("%s: short read at %d: %w", f.name, off, io.ErrUnexpectedEOF)
+	}
+	return n, nil
+}
 
-// read is ReadShared when dst is nil, and else ReadAt into dst, returning
-// the part of dst filled. ReadAt copies out of a cached block under the
-// lock, so that a block no caller was lent can go back to the client's
-// spare buffers when the cache lets it go (see remember). end, when above
+// read is ReadAt into dst, returning the part of dst filled. It copies
+// out of a cached block under the lock, so that a block can go back to the
+// client's spare buffers when the cache lets it go (see remember). end, when above
 // 0, is where the read's stream ends (ReadAtWithin); cont says the read
 // continues a stream (the rest of a band split at a block's end).
 func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byte, error) {
@@ -120,11 +155,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 	size := f.size
 	for {
 		if b, i, ok := f.fromCache(off, n); ok {
-			if dst == nil {
-				f.blocks[i].lent = true
-			} else {
-				b = dst[:copy(dst, b)]
-			}
+			b = dst[:copy(dst, b)]
 			blk := f.touch(i)
 			if blk.ahead && end > 0 {
 				f.dropBehind(blk.off, end)
@@ -142,7 +173,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 		// starts in a block that was not). Other reads are fetched whole,
 		// as they were asked; with the size unknown the rest could be a
 		// read at the end of the file.
-		if dst != nil && f.size >= 0 {
+		if f.size >= 0 {
 			if pre, i, ahead := f.cachedPrefix(off); len(pre) > 0 && (ahead || (end > off && f.c.readAhead > 0)) {
 				f.touch(i)
 				k := copy(dst, pre)
@@ -154,7 +185,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 		// A read ahead in flight that holds this one (a ReadAt, its
 		// start: the rest follows as above): wait for it, then look in
 		// the cache again (another worker's band of the stream).
-		p := f.pendingFor(off, n, dst != nil)
+		p := f.pendingFor(off)
 		if p == nil {
 			break
 		}
@@ -212,7 +243,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 	}
 	f.mu.Unlock()
 	data, err := f.fetch(off, fetch, spare)
-	if err == nil && dst != nil {
+	if err == nil {
 		// copied while the bytes are this read's alone: once remembered,
 		// the cache may hand them on
 		n := copy(dst, data)
@@ -224,7 +255,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 		p.err = err
 	}
 	if err == nil {
-		f.remember(off, data, dst == nil, sequential, end)
+		f.remember(off, data, sequential, end)
 	}
 	size = f.size
 	f.mu.Unlock()
@@ -235,11 +266,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 		return nil, err
 	}
 	got := min(int64(len(data)), n)
-	if dst != nil {
-		data = dst
-	} else {
-		data = data[:got:got]
-	}
+	data = dst
 	if got < n {
 		if size >= 0 && off+got >= size {
 			return data, io.EOF

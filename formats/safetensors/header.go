@@ -164,6 +164,55 @@ func ParseOwnedPrefix(file string, prefix []byte, size int64) (*Header, error) {
 	return parseJSON(file, prefix[8:need], size, true)
 }
 
+// ParseReusedPrefix is ParsePrefix for a caller that reuses prefix once it
+// returns (a buffer that reads the next shard's header): the names are read
+// in place and then moved together into one allocation of their own. A
+// header's names are about a third of its bytes, so this keeps neither the
+// prefix nor a copy of the whole header.
+func ParseReusedPrefix(file string, prefix []byte, size int64) (*Header, error) {
+	need, err := PrefixNeed(file, prefix, size)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(prefix)) < need {
+		return nil, fmt.Errorf("%s: have %d bytes, need %d: %w", file, len(prefix), need, ErrShortPrefix)
+	}
+	js := prefix[8:need]
+	h, err := parseValid(file, js, size, true)
+	if err != nil {
+		// the same error again, its strings in a copy of the header: the
+		// caller's buffer changes under them once reused
+		return parseJSON(file, js, size, false)
+	}
+	h.ownNames()
+	return h, nil
+}
+
+// ownNames moves the header's strings out of the bytes they were parsed in.
+func (h *Header) ownNames() {
+	n := 0
+	for i := range h.Tensors {
+		n += len(h.Tensors[i].Name)
+	}
+	buf := make([]byte, 0, n)
+	for i := range h.Tensors {
+		t := &h.Tensors[i]
+		if t.Name == "" {
+			continue
+		}
+		at := len(buf)
+		buf = append(buf, t.Name...)
+		t.Name = unsafe.String(&buf[at], len(t.Name))
+	}
+	if h.Metadata != nil {
+		m := make(map[string]string, len(h.Metadata))
+		for k, v := range h.Metadata {
+			m[strings.Clone(k)] = strings.Clone(v)
+		}
+		h.Metadata = m
+	}
+}
+
 // chunk bounds how much Read allocates ahead of what the reader has proven to hold.
 const chunk = 8 << 20
 
