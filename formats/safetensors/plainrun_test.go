@@ -1,20 +1,36 @@
 package safetensors
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
 )
 
-// plainRunByByte is PlainRun written plainly, a byte at a time.
-func plainRunByByte(s string, i int) int {
+// plainRunByByte is PlainRun (html: PlainRunHTML) written plainly, a
+// byte at a time.
+func plainRunByByte(s string, i int, html bool) int {
 	for ; i < len(s); i++ {
 		c := s[i]
 		if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
 			return i
 		}
+		if html && (c == '<' || c == '>' || c == '&') {
+			return i
+		}
 	}
 	return len(s)
+}
+
+// both checks PlainRun and PlainRunHTML against the plain loop.
+func both(t *testing.T, s string, start int, what func() string) {
+	t.Helper()
+	if got, want := PlainRun(s, start), plainRunByByte(s, start, false); got != want {
+		t.Fatalf("PlainRun %s: got %d, want %d", what(), got, want)
+	}
+	if got, want := PlainRunHTML(s, start), plainRunByByte(s, start, true); got != want {
+		t.Fatalf("PlainRunHTML %s: got %d, want %d", what(), got, want)
+	}
 }
 
 // Every byte value, at every position of a word and after every other
@@ -29,15 +45,13 @@ func TestPlainRunAgreesByteByByte(t *testing.T) {
 				b[pos+2] = byte(stop)
 				s := string(b)
 				for start := range 4 {
-					if got, want := PlainRun(s, start), plainRunByByte(s, start); got != want {
-						t.Fatalf("stop %#x after %#x at %d, from %d: got %d, want %d", stop, before, pos+2, start, got, want)
-					}
+					both(t, s, start, func() string { return fmt.Sprintf("stop %#x after %#x at %d, from %d", stop, before, pos+2, start) })
 				}
 			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []byte("model.layers.0_weight\"\\\x00\x1f\x20\x7f\x80\xc3\xa9\xff")
+	alphabet := []byte("model.layers.0_weight\"\\\x00\x1f\x20\x7f\x80\xc3\xa9\xff<>&")
 	for range 20000 {
 		b := make([]byte, rng.IntN(40))
 		for i := range b {
@@ -49,9 +63,7 @@ func TestPlainRunAgreesByteByByte(t *testing.T) {
 		}
 		s := string(b)
 		for start := 0; start <= len(s); start++ {
-			if got, want := PlainRun(s, start), plainRunByByte(s, start); got != want {
-				t.Fatalf("%q from %d: got %d, want %d", s, start, got, want)
-			}
+			both(t, s, start, func() string { return fmt.Sprintf("%q from %d", s, start) })
 		}
 	}
 }
@@ -70,7 +82,7 @@ func BenchmarkPlainRunByByte(b *testing.B) {
 	name := `model.layers.42.mlp.experts.117.down_proj.weight_scale_2"`
 	b.SetBytes(int64(len(name)))
 	for b.Loop() {
-		if plainRunByByte(name, 0) != len(name)-1 {
+		if plainRunByByte(name, 0, false) != len(name)-1 {
 			b.Fatal("wrong stop")
 		}
 	}

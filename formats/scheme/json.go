@@ -5,7 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/quantscope/quantscope/formats/safetensors"
 )
 
 // AppendJSON appends the module as encoding/json would marshal it. An
@@ -104,25 +105,16 @@ func (r roleInfos) appendJSON(b []byte) []byte {
 // the same.
 func (m *Module) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil, true), nil }
 
-// AppendJSONString quotes s as encoding/json does; plain ASCII names take a
-// fast path.
+// AppendJSONString quotes s as encoding/json does; names of printable ASCII
+// but for '"', '\\' and the HTML-escaped '<', '>', '&' (all of a repo's,
+// as a rule) are copied as they are.
 func AppendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !jsonPlain[s[i]] {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
+	if safetensors.PlainRunHTML(s, 0) < len(s) {
+		q, _ := json.Marshal(s)
+		return append(b, q...)
 	}
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
 }
 
-// jsonPlain says which bytes encoding/json writes as they are: printable
-// ASCII but for '"', '\\' and the HTML-escaped '<', '>', '&'.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
