@@ -188,7 +188,7 @@ const minEntryBytes = 32
 // file's size however many there are.
 func (p *indexParser) entriesAhead() int {
 	rest := p.s[p.i:]
-	return min(strings.Count(rest, ",")+1, len(rest)/minEntryBytes+1)
+	return min(safetensors.CountByte(rest, ',')+1, len(rest)/minEntryBytes+1)
 }
 
 func (p *indexParser) parse() (*Index, error) {

@@ -295,7 +295,7 @@ func parseValid(file string, js []byte, size int64, owned bool) (*Header, error)
 	// every '"'. Sized by it, the tensors are read without growing, and
 	// the shapes' arena holds two dimensions a tensor (most have two or
 	// fewer; more grow it) plus the offsets of the entry being read.
-	n := min(strings.Count(b, "]")/2, len(js)/40) + 1
+	n := min(CountByte(b, ']')/2, len(js)/40) + 1
 	s := &scanner{b: b, file: file, arena: make([]uint64, 0, 2*n+8)}
 	h := &Header{File: file, Len: uint64(len(js))}
 	if err := s.expect('{', "", "the header object '{'"); err != nil {

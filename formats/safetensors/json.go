@@ -258,7 +258,9 @@ func (s *scanner) uint(tensor, rule, field string) (uint64, error) {
 
 // uints reads an array of non-negative integers.
 func (s *scanner) uints(tensor, rule, field string, max int) ([]uint64, error) {
-	if err := s.expect('[', tensor, field+" array"); err != nil {
+	if s.peek() == '[' {
+		s.i++
+	} else if err := s.expect('[', tensor, field+" array"); err != nil { // the text only for an error
 		if fe, ok := err.(*FormatError); ok {
 			fe.Rule = rule
 		}

@@ -1,0 +1,3 @@
+package safetensors
+
+func countByte(s string, c byte) int { return countByteSWAR(s, c) }
