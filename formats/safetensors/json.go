@@ -228,9 +228,9 @@ func (s *scanner) uint(tensor, rule, field string) (uint64, error) {
 	s.ws()
 	start := s.i
 	var v uint64
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+	for s.i < len(s.b) && s.b[s.i]-'0' <= 9 {
 		d := uint64(s.b[s.i] - '0')
-		if v > (1<<64-1-d)/10 {
+		if s.i-start >= 19 && v > (1<<64-1-d)/10 { // 19 digits cannot overflow
 			return 0, s.fail(rule, tensor, field+": integer does not fit 64 bits")
 		}
 		v = v*10 + d
