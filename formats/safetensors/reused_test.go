@@ -56,3 +56,26 @@ func TestParseReusedPrefixKeepsNothingOfItsBuffer(t *testing.T) {
 		t.Fatalf("error after the buffer changed: %v (tensor %q); want %v", err, fe.Tensor, wantErr)
 	}
 }
+
+// A number checks for overflow at its twentieth digit: 2^64-1 is read,
+// 2^64 and longer numbers are refused.
+func TestUintAtTheEdgeOf64Bits(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"18446744073709551615", 1<<64 - 1, true},
+		{"18446744073709551616", 0, false},
+		{"99999999999999999999", 0, false},
+		{"1844674407370955161", 1844674407370955161, true},
+		{"184467440737095516150", 0, false},
+		{"7]", 7, true},
+	} {
+		s := &scanner{b: c.in, file: "f"}
+		v, err := s.uint("t", RuleShape, "shape")
+		if (err == nil) != c.ok || v != c.want {
+			t.Errorf("%s: %d, %v; want %d, ok %v", c.in, v, err, c.want, c.ok)
+		}
+	}
+}
