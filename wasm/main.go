@@ -343,5 +343,11 @@ func main() {
 	if ready, err := safejs.Global().Get("quantscopeReady"); err == nil && ready.Type() == safejs.TypeFunction {
 		ready.Invoke()
 	}
+	// While the user types a repo's name, or while a deep link's listing
+	// and index are on their way, run the engine's hot code once on a small
+	// repo of its own (session.WarmUp): the browser then has it optimised
+	// when the real headers arrive. A call that comes meanwhile runs
+	// between its steps (one thread, goroutines).
+	go session.WarmUp()
 	select {} // serve calls until the page goes away
 }
