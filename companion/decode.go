@@ -37,7 +37,7 @@ func cmdDecode(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	c, err := loadStreaming(ctx, pos[0], sf)
+	c, err := loadStreaming(ctx, pos[0], sf, pos[1])
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	p.Out = filepath.Base(*out)
 	params, _ := json.Marshal(p)
-	c, err := loadStreaming(ctx, pos[0], sf)
+	c, err := loadStreaming(ctx, pos[0], sf, pos[1])
 	if err != nil {
 		return err
 	}

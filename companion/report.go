@@ -28,7 +28,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		p.Recipes = []string{"max", "mse", "four_six", "least_squares", "local_hessian"}
 	}
 	params, _ := json.Marshal(p)
-	c, err := loadStreaming(ctx, pos[0], sf)
+	c, err := loadStreaming(ctx, pos[0], sf, pos[1])
 	if err != nil {
 		return err
 	}

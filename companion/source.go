@@ -197,12 +197,19 @@ func repoPart(source string) string {
 // cost a request, so widths are inferred from the packed width and the
 // scales, and a CT-004 note says so.
 func loadCheckpoint(ctx context.Context, source string, sf sourceFlags) (*checkpoint.Checkpoint, error) {
+	return loadModules(ctx, source, sf, nil)
+}
+
+// loadModules is loadCheckpoint for a command that uses only the modules
+// (or tensors) named: of an indexed repo only their shards are read
+// (checkpoint.Options.Modules).
+func loadModules(ctx context.Context, source string, sf sourceFlags, modules []string) (*checkpoint.Checkpoint, error) {
 	src, err := openSource(ctx, source, sf)
 	if err != nil {
 		return nil, err
 	}
 	prepareHeap()
-	return loadFrom(ctx, src, checkpoint.Options{})
+	return loadFrom(ctx, src, checkpoint.Options{Modules: modules})
 }
 
 // prepareHeap puts the heap a command's inventory is built in on huge

@@ -31,7 +31,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeBackend()
-	c, err := loadStreaming(ctx, pos[0], sf)
+	c, err := loadStreaming(ctx, pos[0], sf, pos[1])
 	if err != nil {
 		return err
 	}

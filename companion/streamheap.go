@@ -29,8 +29,10 @@ const streamHeadroom = 48 << 20
 // 8 MB module of the same 180,000-tensor repo (TestRemoteStreamMemory
 // holds a 235 MB module to 40 MB). decode and stats add nothing else;
 // quantize and report hold the module's float32 weight, forward a layer's.
-func loadStreaming(ctx context.Context, source string, sf sourceFlags) (*checkpoint.Checkpoint, error) {
-	c, err := loadCheckpoint(ctx, source, sf)
+// Given modules (the one a command works on), it reads only the shards
+// holding them (loadModules).
+func loadStreaming(ctx context.Context, source string, sf sourceFlags, modules ...string) (*checkpoint.Checkpoint, error) {
+	c, err := loadModules(ctx, source, sf, modules)
 	if err != nil {
 		return nil, err
 	}

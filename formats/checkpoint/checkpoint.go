@@ -37,6 +37,13 @@ type Options struct {
 	KeepGoing bool
 	// Trace, when set, is told when each phase of Load ends, for timing.
 	Trace func(phase string)
+	// Modules, when set, are the only modules (or tensors) the caller
+	// will use: with an index, only the shards it names for their tensors
+	// are read (one or two of a large repo's dozens, not every header),
+	// and the checkpoint is Partial. When the index names none of them,
+	// every shard is read, as without Modules, so that a name that is in
+	// no header gets the nearest ones.
+	Modules []string
 }
 
 func (o *Options) trace(phase string) {
@@ -92,6 +99,7 @@ type Checkpoint struct {
 	listed      []indexState        // with an index: what it says of tensors[i]
 	shardByPath map[string]*Shard
 	indexShards map[string]bool // the shards the index names
+	partial     bool            // Options.Modules: only their shards were read
 
 	byModuleOnce sync.Once
 	byModule     map[string]*scheme.Module
@@ -251,4 +259,39 @@ func (c *Checkpoint) TensorNames() []string {
 		out[i] = t.Name
 	}
 	return out
+}
+
+// Partial says the load read only the shards of Options.Modules: its
+// modules, tensors and findings are those shards' (the repo-wide rules were
+// not run), not the repo's.
+func (c *Checkpoint) Partial() bool { return c.partial }
+
+// moduleKeys are the module names a list of module or tensor names can
+// mean, as a command finds its module (ops.FindModule): the name itself,
+// the module of a tensor name, and NAME of NAME.weight.
+func moduleKeys(names []string) map[string]bool {
+	keys := map[string]bool{}
+	for _, n := range names {
+		keys[n] = true
+		m, _ := scheme.SplitName(n)
+		keys[m] = true
+		if stem, ok := strings.CutSuffix(n, ".weight"); ok {
+			keys[stem] = true
+		}
+	}
+	return keys
+}
+
+// tensorOfAny says whether a tensor can belong to one of the modules keys
+// names: its own module's name (scheme.SplitName), or, for gpt-oss's
+// `*_bias`, which joins the module of its stem, the stem.
+func tensorOfAny(name string, keys map[string]bool) bool {
+	if keys[name] {
+		return true
+	}
+	if m, _ := scheme.SplitName(name); keys[m] {
+		return true
+	}
+	stem, ok := strings.CutSuffix(name, "_bias")
+	return ok && keys[stem]
 }

@@ -44,7 +44,9 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		}
 		return b, err
 	}
-	if p, ok := src.(hub.Preparer); ok {
+	if p, ok := src.(hub.Preparer); ok && len(opt.Modules) == 0 {
+		// (a load of a few modules' shards does not look up every shard's
+		// redirect: most of them it will not read)
 		p.Prepare(ctx, likelyShards(files, sizes))
 	}
 	// The three JSON files are independent: fetch them together.
@@ -69,7 +71,18 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 	var shardPaths []string
 	perShard := map[string]shardHint{}
 	if idx != nil {
-		if c.Index, err = parseIndex(idx); err != nil {
+		var wanted map[string]bool // with opt.Modules: the shards holding their tensors
+		var each func(name, shard string)
+		if len(opt.Modules) > 0 {
+			keys := moduleKeys(opt.Modules)
+			wanted = map[string]bool{}
+			each = func(name, shard string) {
+				if tensorOfAny(name, keys) {
+					wanted[shard] = true
+				}
+			}
+		}
+		if c.Index, err = parseIndexEach(idx, each); err != nil {
 			return nil, err
 		}
 		if len(idx) >= 4<<20 {
@@ -92,6 +105,10 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 			if _, ok := sizes[p]; !ok {
 				return nil, fmt.Errorf("%s: %s: rule index-missing-shard: weight_map names shard %q, which the repo does not have", src.Name(), indexFile, p)
 			}
+		}
+		if len(wanted) > 0 && len(wanted) < len(shardPaths) {
+			shardPaths = slices.DeleteFunc(shardPaths, func(p string) bool { return !wanted[p] })
+			c.partial = true
 		}
 	} else if shardPaths, c.setAside, err = unindexedShards(src.Name(), files); err != nil {
 		return nil, err
@@ -125,7 +142,9 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 	}
 	c.assemble(opt)
 	opt.trace("assembled")
-	c.Findings = append(c.Findings, c.checkRepo(ctx)...)
+	if !c.partial { // the repo-wide rules need every shard
+		c.Findings = append(c.Findings, c.checkRepo(ctx)...)
+	}
 	if c.siblingNote != "" {
 		c.Findings = append(c.Findings, scheme.Finding{Rule: RuleSiblingConfig, Severity: scheme.SeverityWarning, Message: c.siblingNote})
 	}

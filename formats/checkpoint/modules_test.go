@@ -1,0 +1,98 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/quantscope/quantscope/formats/hub"
+	"github.com/quantscope/quantscope/formats/safetensors"
+	"github.com/quantscope/quantscope/formats/scheme"
+)
+
+// Options.Modules reads only the shards the index names for the modules'
+// tensors: one shard for a module stored whole, both for one split across
+// two, the module the same as a full load's. A name no index entry is of
+// reads every shard (its nearest modules are then all at hand), and so
+// does a repo without an index. The repo-wide rules, which need every
+// shard, are not run on a partial load.
+func TestLoadModulesReadsTheirShardsOnly(t *testing.T) {
+	bf16 := func(name string, n int) safetensors.WriteTensor {
+		return safetensors.WriteTensor{Name: name, DType: safetensors.BF16, Shape: []uint64{uint64(n)}, Data: make([]byte, 2*n)}
+	}
+	mat := func(name string) safetensors.WriteTensor {
+		return safetensors.WriteTensor{Name: name, DType: safetensors.BF16, Shape: []uint64{4, 8}, Data: make([]byte, 64)}
+	}
+	shards := map[string][]safetensors.WriteTensor{
+		"model-00001-of-00003.safetensors": {mat("model.layers.0.mlp.down_proj.weight"), mat("model.layers.1.mlp.down_proj.weight")},
+		"model-00002-of-00003.safetensors": {bf16("model.layers.1.mlp.down_proj.bias", 4), mat("model.layers.2.mlp.down_proj.weight")},
+		"model-00003-of-00003.safetensors": {mat("model.layers.3.mlp.down_proj.weight"), bf16("model.norm.weight", 8)},
+	}
+	weightMap := map[string]string{}
+	for file, ts := range shards {
+		for _, t := range ts {
+			weightMap[t.Name] = file
+		}
+	}
+	index, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 1}, "weight_map": weightMap}) // a wrong total: a repo-wide finding
+	dir := writeFiles(t, shards, map[string][]byte{indexFile: index})
+	load := func(modules ...string) *Checkpoint {
+		t.Helper()
+		c, err := Load(context.Background(), &hub.Dir{Root: dir}, Options{Modules: modules})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	read := func(c *Checkpoint) []string {
+		var out []string
+		for _, sh := range c.Shards {
+			out = append(out, sh.Path)
+		}
+		return out
+	}
+	hasRepoFinding := func(c *Checkpoint) bool {
+		return slices.ContainsFunc(c.Findings, func(f scheme.Finding) bool { return f.Rule == "index-total-size" })
+	}
+	full := load()
+	if full.Partial() || len(full.Shards) != 3 || !hasRepoFinding(full) {
+		t.Fatalf("full load: partial %v, shards %v, the wrong total_size found: %v", full.Partial(), read(full), hasRepoFinding(full))
+	}
+	for _, c := range []struct {
+		names  []string
+		module string
+		shards []string
+	}{
+		{[]string{"model.layers.0.mlp.down_proj"}, "model.layers.0.mlp.down_proj", []string{"model-00001-of-00003.safetensors"}},
+		{[]string{"model.layers.3.mlp.down_proj.weight"}, "model.layers.3.mlp.down_proj", []string{"model-00003-of-00003.safetensors"}},
+		{[]string{"model.layers.1.mlp.down_proj"}, "model.layers.1.mlp.down_proj", []string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors"}},
+	} {
+		p := load(c.names...)
+		if got := read(p); !p.Partial() || !slices.Equal(got, c.shards) {
+			t.Errorf("%v: shards %v (partial %v), want %v", c.names, got, p.Partial(), c.shards)
+			continue
+		}
+		if hasRepoFinding(p) {
+			t.Errorf("%v: a partial load ran the repo-wide rules", c.names)
+		}
+		got, ok := p.Module(c.module)
+		want, _ := full.Module(c.module)
+		if !ok || got.Bytes != want.Bytes || got.Parameters != want.Parameters || got.Format != want.Format || len(got.Tensors()) != len(want.Tensors()) {
+			t.Errorf("%v: module %+v, a full load's %+v", c.names, got, want)
+		}
+	}
+	if p := load("model.layers.9.mlp.down_proj"); p.Partial() || len(p.Shards) != 3 {
+		t.Errorf("a name of no entry: shards %v, partial %v; want all three", read(p), p.Partial())
+	}
+	noIndex := writeFiles(t, shards, map[string][]byte{})
+	c, err := Load(context.Background(), &hub.Dir{Root: noIndex}, Options{Modules: []string{"model.layers.0.mlp.down_proj"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Partial() || len(c.Shards) != 3 {
+		t.Errorf("without an index: shards %v, partial %v; want all three", read(c), c.Partial())
+	}
+}
