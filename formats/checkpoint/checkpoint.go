@@ -268,15 +268,18 @@ func (c *Checkpoint) Partial() bool { return c.partial }
 
 // moduleKeys are the module names a list of module or tensor names can
 // mean, as a command finds its module (ops.FindModule): the name itself,
-// the module of a tensor name, and NAME of NAME.weight.
+// the module of a tensor name, NAME of NAME.weight, and the stem of a
+// gpt-oss `*_bias` (whose module is its stem's).
 func moduleKeys(names []string) map[string]bool {
 	keys := map[string]bool{}
 	for _, n := range names {
 		keys[n] = true
 		m, _ := scheme.SplitName(n)
 		keys[m] = true
-		if stem, ok := strings.CutSuffix(n, ".weight"); ok {
-			keys[stem] = true
+		for _, suffix := range []string{".weight", "_bias"} {
+			if stem, ok := strings.CutSuffix(n, suffix); ok {
+				keys[stem] = true
+			}
 		}
 	}
 	return keys

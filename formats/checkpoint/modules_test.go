@@ -27,7 +27,10 @@ func TestLoadModulesReadsTheirShardsOnly(t *testing.T) {
 	shards := map[string][]safetensors.WriteTensor{
 		"model-00001-of-00003.safetensors": {mat("model.layers.0.mlp.down_proj.weight"), mat("model.layers.1.mlp.down_proj.weight")},
 		"model-00002-of-00003.safetensors": {bf16("model.layers.1.mlp.down_proj.bias", 4), mat("model.layers.2.mlp.down_proj.weight")},
-		"model-00003-of-00003.safetensors": {mat("model.layers.3.mlp.down_proj.weight"), bf16("model.norm.weight", 8)},
+		"model-00003-of-00003.safetensors": {mat("model.layers.3.mlp.down_proj.weight"), bf16("model.norm.weight", 8),
+			{Name: "model.layers.4.mlp.experts.gate_up_proj_blocks", DType: safetensors.U8, Shape: []uint64{2, 4, 1, 16}, Data: make([]byte, 128)}},
+		"model-00004-of-00004.safetensors": {{Name: "model.layers.4.mlp.experts.gate_up_proj_scales", DType: safetensors.U8, Shape: []uint64{2, 4, 1}, Data: make([]byte, 8)},
+			bf16("model.layers.4.mlp.experts.gate_up_proj_bias", 8)},
 	}
 	weightMap := map[string]string{}
 	for file, ts := range shards {
@@ -57,7 +60,7 @@ func TestLoadModulesReadsTheirShardsOnly(t *testing.T) {
 		return slices.ContainsFunc(c.Findings, func(f scheme.Finding) bool { return f.Rule == "index-total-size" })
 	}
 	full := load()
-	if full.Partial() || len(full.Shards) != 3 || !hasRepoFinding(full) {
+	if full.Partial() || len(full.Shards) != 4 || !hasRepoFinding(full) {
 		t.Fatalf("full load: partial %v, shards %v, the wrong total_size found: %v", full.Partial(), read(full), hasRepoFinding(full))
 	}
 	for _, c := range []struct {
@@ -68,6 +71,10 @@ func TestLoadModulesReadsTheirShardsOnly(t *testing.T) {
 		{[]string{"model.layers.0.mlp.down_proj"}, "model.layers.0.mlp.down_proj", []string{"model-00001-of-00003.safetensors"}},
 		{[]string{"model.layers.3.mlp.down_proj.weight"}, "model.layers.3.mlp.down_proj", []string{"model-00003-of-00003.safetensors"}},
 		{[]string{"model.layers.1.mlp.down_proj"}, "model.layers.1.mlp.down_proj", []string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors"}},
+		// gpt-oss: blocks in one shard, scales and the bias in another; the
+		// bias's own name reads both
+		{[]string{"model.layers.4.mlp.experts.gate_up_proj_bias"}, "model.layers.4.mlp.experts.gate_up_proj", []string{"model-00003-of-00003.safetensors", "model-00004-of-00004.safetensors"}},
+		{[]string{"model.layers.4.mlp.experts.gate_up_proj"}, "model.layers.4.mlp.experts.gate_up_proj", []string{"model-00003-of-00003.safetensors", "model-00004-of-00004.safetensors"}},
 	} {
 		p := load(c.names...)
 		if got := read(p); !p.Partial() || !slices.Equal(got, c.shards) {
@@ -83,8 +90,8 @@ func TestLoadModulesReadsTheirShardsOnly(t *testing.T) {
 			t.Errorf("%v: module %+v, a full load's %+v", c.names, got, want)
 		}
 	}
-	if p := load("model.layers.9.mlp.down_proj"); p.Partial() || len(p.Shards) != 3 {
-		t.Errorf("a name of no entry: shards %v, partial %v; want all three", read(p), p.Partial())
+	if p := load("model.layers.9.mlp.down_proj"); p.Partial() || len(p.Shards) != 4 {
+		t.Errorf("a name of no entry: shards %v, partial %v; want all four", read(p), p.Partial())
 	}
 	noIndex := writeFiles(t, shards, map[string][]byte{})
 	c, err := Load(context.Background(), &hub.Dir{Root: noIndex}, Options{Modules: []string{"model.layers.0.mlp.down_proj"}})
@@ -92,7 +99,7 @@ func TestLoadModulesReadsTheirShardsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.Partial() || len(c.Shards) != 3 {
-		t.Errorf("without an index: shards %v, partial %v; want all three", read(c), c.Partial())
+	if c.Partial() || len(c.Shards) != 4 {
+		t.Errorf("without an index: shards %v, partial %v; want all four", read(c), c.Partial())
 	}
 }
