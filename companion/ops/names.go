@@ -47,16 +47,19 @@ func NotFound(c *checkpoint.Checkpoint, name string) error {
 
 // nearestModules ranks module names by the longest prefix they share with
 // name, then the longest suffix (a misspelt layer number or projection
-// keeps both ends), then the smallest difference in length.
+// keeps both ends), then the smallest difference in length; letters are
+// compared without their case (LM_HEAD finds lm_head).
 func nearestModules(mods []*scheme.Module, name string, n int) []string {
 	type cand struct {
 		name           string
 		prefix, suffix int
 	}
 	var cs []cand
+	name = strings.ToLower(name)
 	for _, m := range mods {
-		p := commonPrefix(m.Name, name)
-		s := commonSuffix(m.Name[p:], name[p:])
+		mn := strings.ToLower(m.Name)
+		p := commonPrefix(mn, name)
+		s := commonSuffix(mn[p:], name[p:])
 		if p+s < len(name)/2 { // nothing alike
 			continue
 		}

@@ -27,6 +27,9 @@ func TestFindModule(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `no module or tensor named "model.layers.0.mlp.down_prj"; nearest: `+down) {
 		t.Errorf("a misspelt name: %v", err)
 	}
+	if _, err := FindModule(c, strings.ToUpper(down)); err == nil || !strings.Contains(err.Error(), "nearest: "+down) {
+		t.Errorf("a name in capitals: %v", err)
+	}
 	if _, err := FindModule(c, "zzz"); err == nil || strings.Contains(err.Error(), "nearest") {
 		t.Errorf("a name like nothing: %v", err)
 	}
