@@ -44,9 +44,10 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		}
 		return b, err
 	}
-	if p, ok := src.(hub.Preparer); ok && len(opt.Modules) == 0 {
-		// (a load of a few modules' shards does not look up every shard's
-		// redirect: most of them it will not read)
+	if _, indexed := sizes[indexFile]; indexed && len(opt.Modules) > 0 {
+		// a load of a few modules' shards looks up no redirect ahead: most
+		// of the shards it will not read
+	} else if p, ok := src.(hub.Preparer); ok {
 		p.Prepare(ctx, likelyShards(files, sizes))
 	}
 	// The three JSON files are independent: fetch them together.
