@@ -298,3 +298,21 @@ func tensorOfAny(name string, keys map[string]bool) bool {
 	stem, ok := strings.CutSuffix(name, "_bias")
 	return ok && keys[stem]
 }
+
+// holdsSelection says whether a partial load's shards hold exactly the
+// index's entries of the selected modules, each where the index says: the
+// count the index gave, none listed in another shard or unlisted.
+func (c *Checkpoint) holdsSelection(keys map[string]bool, entries int) bool {
+	n := 0
+	for _, sh := range c.Shards {
+		for i := range sh.infos {
+			if !tensorOfAny(sh.infos[i].Name, keys) {
+				continue
+			}
+			if n++; sh.listed != nil && sh.listed[i] != listedRight {
+				return false
+			}
+		}
+	}
+	return n == entries
+}

@@ -71,15 +71,18 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 	opt.trace("configs fetched")
 	var shardPaths []string
 	perShard := map[string]shardHint{}
+	var keys map[string]bool // with opt.Modules: the module names they can mean
+	entries := 0             // and the index's entries of those modules
 	if idx != nil {
-		var wanted map[string]bool // with opt.Modules: the shards holding their tensors
+		var wanted map[string]bool // the shards holding those entries
 		var each func(name, shard string)
 		if len(opt.Modules) > 0 {
-			keys := moduleKeys(opt.Modules)
+			keys = moduleKeys(opt.Modules)
 			wanted = map[string]bool{}
 			each = func(name, shard string) {
 				if tensorOfAny(name, keys) {
-					wanted[shard] = true
+					wanted[strings.Clone(shard)] = true // not a view that keeps the index alive
+					entries++
 				}
 			}
 		}
@@ -137,6 +140,15 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		return nil, err
 	}
 	opt.trace("headers read")
+	if c.partial && !c.holdsSelection(keys, entries) {
+		// The index misplaces a tensor of the modules (names a shard that
+		// does not hold it, or leaves it out): what the selection read is
+		// not the module. Read the repo whole; its findings say what is
+		// wrong.
+		c.Close()
+		opt.Modules = nil
+		return Load(ctx, src, opt)
+	}
 	if err := c.adoptFileMetadata(opt); err != nil {
 		c.Close()
 		return nil, err

@@ -16,7 +16,7 @@ import (
 // model. A repo read whole keeps its config files: they are what runtimes
 // read.
 func (c *Checkpoint) adoptFileMetadata(opt Options) error {
-	if len(c.Shards) != 1 || c.Shards[0].Header == nil {
+	if c.partial || len(c.Shards) != 1 || c.Shards[0].Header == nil { // a partial load's one shard is not the repo
 		return nil
 	}
 	if one, ok := c.Source.(hub.OneFile); (c.Config != nil || c.HFQuant != nil) && !(ok && one.OneFile()) {

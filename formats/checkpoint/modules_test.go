@@ -103,3 +103,50 @@ func TestLoadModulesReadsTheirShardsOnly(t *testing.T) {
 		t.Errorf("without an index: shards %v, partial %v; want all four", read(c), c.Partial())
 	}
 }
+
+// A partial load whose index misplaces a tensor of the module (weight_map
+// names shard 1 for a scale shard 2 holds) reads the repo whole rather than
+// hand back the module without its scale; and a partial load's one shard
+// does not lend the repo its quantscope.* metadata, as a lone file does.
+func TestLoadModulesDistrustsAMisplacingIndex(t *testing.T) {
+	shards := map[string][]safetensors.WriteTensor{
+		"model-00001-of-00002.safetensors": {{Name: "x.weight", DType: safetensors.F8_E4M3, Shape: []uint64{4, 8}, Data: make([]byte, 32)}},
+		"model-00002-of-00002.safetensors": {{Name: "x.weight_scale", DType: safetensors.F32, Shape: []uint64{}, Data: make([]byte, 4)},
+			{Name: "y.weight", DType: safetensors.BF16, Shape: []uint64{4}, Data: make([]byte, 8)}},
+	}
+	wm := map[string]string{"x.weight": "model-00001-of-00002.safetensors", "x.weight_scale": "model-00001-of-00002.safetensors", "y.weight": "model-00002-of-00002.safetensors"}
+	idx, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": wm})
+	dir := writeFiles(t, shards, map[string][]byte{indexFile: idx})
+	c, err := Load(context.Background(), &hub.Dir{Root: dir}, Options{Modules: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, ok := c.Module("x")
+	if !ok || c.Partial() || len(m.Tensors()) != 2 {
+		t.Fatalf("module x: %v (partial %v), want weight and weight_scale from a whole read", m.Tensors(), c.Partial())
+	}
+
+	md := map[string]string{scheme.MetaFormat: "bogus"} // a lone file with it is refused
+	wm = map[string]string{}
+	meta := map[string][]byte{}
+	for s, file := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"} {
+		name := []string{"a.weight", "b.weight"}[s]
+		b, err := safetensors.Encode([]safetensors.WriteTensor{{Name: name, DType: safetensors.BF16, Shape: []uint64{4}, Data: make([]byte, 8)}}, md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta[file] = b
+		wm[name] = file
+	}
+	meta[indexFile], _ = json.Marshal(map[string]any{"weight_map": wm})
+	dir = writeFiles(t, nil, meta)
+	p, err := Load(context.Background(), &hub.Dir{Root: dir}, Options{Modules: []string{"a"}})
+	if err != nil {
+		t.Fatalf("a partial load took its one shard's metadata for the repo's: %v", err)
+	}
+	defer p.Close()
+	if !p.Partial() || len(p.Shards) != 1 {
+		t.Fatalf("shards %d, partial %v; want one", len(p.Shards), p.Partial())
+	}
+}

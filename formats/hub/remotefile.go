@@ -99,6 +99,7 @@ func (f *RemoteFile) ReadAtWithin(p []byte, off, end int64) (int, error) {
 // ReadOnce reads len(dst) bytes at off into dst straight from the server
 // and keeps nothing in the file's cache: for bytes read once and parsed (a
 // shard's header), whose buffer the caller then reuses for the next file.
+// Bytes the cache holds already are copied from there.
 // Fewer bytes come with io.EOF at the end of the file, else with an error.
 func (f *RemoteFile) ReadOnce(dst []byte, off int64) (int, error) {
 	if off < 0 {
@@ -116,6 +117,17 @@ func (f *RemoteFile) ReadOnce(dst []byte, off int64) (int, error) {
 	if want <= 0 {
 		f.mu.Unlock()
 		return 0, io.EOF
+	}
+	if b, i, ok := f.fromCache(off, want); ok {
+		// already here (a file of unknown size is read first for its size:
+		// primeSize): copied, so the caller's buffer holds no view
+		n := copy(dst, b)
+		f.touch(i)
+		f.mu.Unlock()
+		if n < len(dst) {
+			return n, io.EOF
+		}
+		return n, nil
 	}
 	f.noteEnd(off + want)
 	f.mu.Unlock()
