@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/quantscope/quantscope/formats/fit"
+	"github.com/quantscope/quantscope/formats/hub"
 )
 
 // gpuFlags collects repeated --gpu values.
@@ -101,7 +102,11 @@ func parseTokens1024(v string) (int, error) {
 func printFit(w io.Writer, r *fit.Report) error {
 	var b strings.Builder
 	gb := fit.HumanGB
-	fmt.Fprintf(&b, "%s\n", r.Source)
+	if r.Commit != "" {
+		fmt.Fprintf(&b, "%s (commit %s)\n", r.Source, hub.ShortCommit(r.Commit))
+	} else {
+		fmt.Fprintf(&b, "%s\n", r.Source)
+	}
 	fmt.Fprintf(&b, "  weights   %s loaded", gb(r.WeightsBytes))
 	if r.StoredBytes != r.WeightsBytes {
 		fmt.Fprintf(&b, " (%s stored)", gb(r.StoredBytes))

@@ -362,6 +362,18 @@ func TestCLIReadsHFCache(t *testing.T) {
 	if json.Unmarshal([]byte(dj), &d); code != 0 || d.A["commit"] != "0123456789abcdef0123456789abcdef01234567" || d.B["commit"] != nil {
 		t.Errorf("diff of the cached repo and a folder: exit %d, commits %v and %v", code, d.A["commit"], d.B["commit"])
 	}
+	// fit names the commit its verdict is of, as inspect does
+	if human, _, code := runMain(t, "fit", "cache-org/Tiny"); code != 0 || !strings.HasPrefix(human, "cache-org/Tiny@main (commit 0123456789ab)\n") {
+		t.Errorf("fit's first line: exit %d, %.80q", code, human)
+	}
+	fj, _, code := runMain(t, "fit", "--json", "cache-org/Tiny")
+	var f struct{ Commit string }
+	if json.Unmarshal([]byte(fj), &f); code != 0 || f.Commit != "0123456789abcdef0123456789abcdef01234567" {
+		t.Errorf("fit --json of the cached repo: exit %d, commit %q", code, f.Commit)
+	}
+	if lf, _, _ := runMain(t, "fit", "--json", filepath.Join(dir, filepath.FromSlash(r.ID))); strings.Contains(lf, `"commit":`) {
+		t.Error("a local folder's fit names a commit")
+	}
 	// Over the network, the commit is the one the hub said it read.
 	remote, _, code := runMain(t, "inspect", "--json", "--no-cache", "--endpoint", hubURL, r.ID)
 	var doc struct{ Commit string }

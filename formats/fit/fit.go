@@ -43,6 +43,7 @@ type Module struct {
 // Repo is a checkpoint as the estimate reads it.
 type Repo struct {
 	Source  string
+	Commit  string // the commit read, when the source names one (hub.CommitSource)
 	Config  []byte // config.json
 	HFQuant []byte // hf_quant_config.json, nil when absent
 	Modules []Module
@@ -53,6 +54,9 @@ type Repo struct {
 // FromCheckpoint takes what the estimate needs from a loaded checkpoint.
 func FromCheckpoint(c *checkpoint.Checkpoint) Repo {
 	r := Repo{Source: c.Source.Name(), Config: c.Config, HFQuant: c.HFQuant, Modules: make([]Module, 0, len(c.Modules))}
+	if cs, ok := c.Source.(hub.CommitSource); ok {
+		r.Commit = cs.ResolvedCommit()
+	}
 	if one, ok := c.Source.(hub.OneFile); ok && one.OneFile() {
 		// model.safetensors is the name transformers gives a checkpoint it
 		// does not shard: that one file is the whole repo.
@@ -131,6 +135,7 @@ type Verdict struct {
 // Report is the estimate (fit --json).
 type Report struct {
 	Source string `json:"source"`
+	Commit string `json:"commit,omitempty"` // the commit read (a local folder has none)
 	// WeightsBytes is what is loaded: every tensor, less the layers past
 	// num_hidden_layers unless MTP is asked. StoredBytes is every tensor.
 	WeightsBytes      uint64            `json:"weights_bytes"`
@@ -190,6 +195,7 @@ type placed struct {
 // number of estimates: the page asks again at each move of a control.
 type Plan struct {
 	source      string
+	commit      string
 	config      []byte
 	hfQuant     []byte
 	model       *anatomy.Model
@@ -218,7 +224,7 @@ func Prepare(r Repo) (*Plan, error) {
 	if err := checkModel(m); err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Source, err)
 	}
-	pl := &Plan{source: r.Source, config: r.Config, hfQuant: r.HFQuant, model: m}
+	pl := &Plan{source: r.Source, commit: r.Commit, config: r.Config, hfQuant: r.HFQuant, model: m}
 	extra := map[int]bool{}
 	index := map[placed]int{}
 	for _, mod := range r.Modules {
@@ -369,8 +375,8 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	m, r := pl.model, Repo{Source: pl.source, HFQuant: pl.hfQuant}
-	rep := &Report{Source: r.Source, TP: o.TP, Batch: o.Batch, MaxPosition: m.MaxPosition, BytesBySplit: map[string]uint64{}}
+	m, r := pl.model, Repo{Source: pl.source, Commit: pl.commit, HFQuant: pl.hfQuant}
+	rep := &Report{Source: r.Source, Commit: r.Commit, TP: o.TP, Batch: o.Batch, MaxPosition: m.MaxPosition, BytesBySplit: map[string]uint64{}}
 	var notes []string
 	e := &estimator{mods: pl.mods, wcache: map[int]uint64{}, mtp: o.MTP, heads: m.NumAttentionHeads}
 	var err error
