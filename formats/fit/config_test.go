@@ -178,3 +178,26 @@ func TestKVDeclaredPrecedence(t *testing.T) {
 		}
 	}
 }
+
+// Two GPUs of one name (H100 and H100:80GiB) would give two rows nobody
+// could tell apart: refused, with a name that tells them apart suggested;
+// names are compared as --gpu reads them (case, spaces and dashes aside).
+func TestGPUNamesDistinct(t *testing.T) {
+	h100, _ := ParseGPU("H100")
+	binary, _ := ParseGPU("H100:80GiB")
+	custom, _ := ParseGPU("h-100:94")
+	for _, c := range []struct {
+		gpus []GPU
+		want string
+	}{
+		{[]GPU{h100, binary}, `--gpu "H100": a second GPU of that name (80.00 GB and 85.90 GB): its rows would not be told apart; name it otherwise, e.g. H100-80GiB:80GiB`},
+		{[]GPU{h100, custom}, `--gpu "h-100": a second GPU of that name (80.00 GB and 94.00 GB): its rows would not be told apart; name it otherwise, e.g. h-100-94GB:94GB`},
+		{[]GPU{h100, {"H100 SXM", 80 * GB}}, ""},
+	} {
+		o := Options{GPUs: c.gpus}
+		err := o.Check()
+		if (err == nil) != (c.want == "") || err != nil && err.Error() != c.want {
+			t.Errorf("%v: %v; want %q", c.gpus, err, c.want)
+		}
+	}
+}

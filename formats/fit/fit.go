@@ -19,6 +19,7 @@ package fit
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/quantscope/quantscope/formats/anatomy"
@@ -357,8 +358,24 @@ func (o *Options) Check() error {
 			return fmt.Errorf("--kv-dtype %q: want bf16, fp16, fp32, fp8 (fp8_e4m3, fp8_e5m2) or int8; vLLM's auto is the model's dtype: leave the flag out", o.KVDType)
 		}
 	}
+	seen := map[string]uint64{}
+	for _, g := range o.GPUs {
+		if m, dup := seen[squash(g.Name)]; dup {
+			return fmt.Errorf("--gpu %q: a second GPU of that name (%s and %s): its rows would not be told apart; name it otherwise, e.g. %s-%s:%s", g.Name, HumanGB(m), HumanGB(g.MemoryBytes), g.Name, gpuSize(g.MemoryBytes), gpuSize(g.MemoryBytes))
+		}
+		seen[squash(g.Name)] = g.MemoryBytes
+	}
 	_, _, err := reserveOf(o.Reserve)
 	return err
+}
+
+// gpuSize writes a GPU's memory as --gpu takes it: whole GiB when it is
+// some, else decimal GB.
+func gpuSize(b uint64) string {
+	if b%(1<<30) == 0 {
+		return fmt.Sprintf("%dGiB", b>>30)
+	}
+	return strconv.FormatFloat(float64(b)/GB, 'f', -1, 64) + "GB"
 }
 
 // Estimate answers the question for a repo.
