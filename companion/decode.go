@@ -23,6 +23,7 @@ func cmdDecode(ctx context.Context, args []string, stdout io.Writer) error {
 	out := fs.String("out", "", "write the values as little-endian float32 to FILE")
 	var sf sourceFlags
 	sf.register(fs, true, true)
+	only := indexShardsFlag(fs)
 	pos, err := parseFlags(fs, args, 2, "SOURCE NAME")
 	if err != nil {
 		return err
@@ -37,7 +38,7 @@ func cmdDecode(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	c, err := loadStreaming(ctx, pos[0], sf, pos[1])
+	c, err := loadStreaming(ctx, pos[0], sf, only.modules(pos[1])...)
 	if err != nil {
 		return err
 	}

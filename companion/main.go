@@ -1,8 +1,8 @@
 // Command quantscope shows what is inside a quantized LLM checkpoint.
 //
 //	quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
-//	quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
-//	quantscope stats   [--json] [--bins N] [--backend cpu|cuda] [--endpoint URL] SOURCE MODULE
+//	quantscope decode  [--json] [--rows A:B] [--out FILE] [--index-shards] [--endpoint URL] SOURCE NAME
+//	quantscope stats   [--json] [--bins N] [--backend cpu|cuda] [--index-shards] [--endpoint URL] SOURCE MODULE
 //	quantscope diff    [--json] [--endpoint URL] [--token T] SOURCE_A SOURCE_B
 //	quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp] [--w4a fp8|nvfp4] [--reserve R] SOURCE
 //	quantscope serve   [--addr 127.0.0.1:8080] [--demo] [--hub DIR] [--allow-origin URL]... [--out-dir DIR] [--in-dir DIR]
@@ -33,8 +33,8 @@ const usage = `quantscope: what is really inside a quantized checkpoint
 
 usage:
   quantscope inspect [--json] [--endpoint URL] [--revision REV] [--token T] SOURCE
-  quantscope decode  [--json] [--rows A:B] [--out FILE] [--endpoint URL] SOURCE NAME
-  quantscope stats   [--json] [--bins N] [--backend cpu|cuda] [--endpoint URL] SOURCE MODULE
+  quantscope decode  [--json] [--rows A:B] [--out FILE] [--index-shards] [--endpoint URL] SOURCE NAME
+  quantscope stats   [--json] [--bins N] [--backend cpu|cuda] [--index-shards] [--endpoint URL] SOURCE MODULE
   quantscope diff    [--json] [--endpoint URL] [--token T] SOURCE_A SOURCE_B
   quantscope fit     [--json] [--tp N] [--context T] [--batch B] [--gpu NAME[:GB]]... [--mtp]
                      [--w4a fp8|nvfp4] [--kv-dtype D] [--reserve 0.1|10%|6GB] SOURCE

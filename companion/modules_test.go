@@ -11,11 +11,12 @@ import (
 	"github.com/quantscope/quantscope/companion/localhub"
 )
 
-// A command on one module (stats, decode, quantize, report) reads the
-// index and the headers of only the shards holding the module's tensors,
-// not every shard's: on the 8-shard, 180,000-tensor repo, one shard's
-// header and the module, in a handful of requests. A name in no shard
-// still reads them all and names the nearest modules.
+// A command on one module (stats, decode, quantize, report) with
+// --index-shards reads the index and the headers of only the shards it
+// names for the module's tensors: on the 8-shard, 180,000-tensor repo, one
+// shard's header and the module, in a handful of requests. Without the
+// flag it reads every header (a tensor the index leaves out is seen). A
+// name in no shard reads them all and names the nearest modules.
 func TestModuleCommandReadsItsShardsOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates a 180,000-tensor repo")
@@ -46,9 +47,9 @@ func TestModuleCommandReadsItsShardsOnly(t *testing.T) {
 	}
 	const expert = "model.layers.5.mlp.experts.7.gate_proj"
 	for _, cmd := range []string{"stats", "decode"} {
-		args := []string{cmd, "bench/r1", expert}
+		args := []string{cmd, "--index-shards", "bench/r1", expert}
 		if cmd == "decode" {
-			args = []string{cmd, "--rows", "0:4", "bench/r1", expert}
+			args = []string{cmd, "--index-shards", "--rows", "0:4", "bench/r1", expert}
 		}
 		if out, errs, code := run(args...); code != 0 || out == "" {
 			t.Fatalf("%s: exit %d: %s", cmd, code, errs)
@@ -60,7 +61,10 @@ func TestModuleCommandReadsItsShardsOnly(t *testing.T) {
 		}
 		mu.Unlock()
 	}
-	_, errs, code := run("stats", "bench/r1", "model.layers.5.mlp.experts.7.gate_prj")
+	if _, errs, code := run("stats", "bench/r1", expert); code != 0 || len(shards) != 8 {
+		t.Errorf("stats without --index-shards: exit %d, shards %v; want all 8 (%s)", code, shards, errs)
+	}
+	_, errs, code := run("stats", "--index-shards", "bench/r1", "model.layers.5.mlp.experts.7.gate_prj")
 	if code == 0 || !strings.Contains(errs, "nearest: model.layers.5.mlp.experts.7.gate_proj") {
 		t.Fatalf("a misspelt module: exit %d, %s", code, errs)
 	}

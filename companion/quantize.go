@@ -27,6 +27,7 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	out := fs.String("out", "", "the .safetensors file to write")
 	var sf sourceFlags
 	sf.register(fs, true, true)
+	only := indexShardsFlag(fs)
 	pos, err := parseFlags(fs, args, 2, "SOURCE MODULE")
 	if err != nil {
 		return err
@@ -49,7 +50,7 @@ func cmdQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	p.Out = filepath.Base(*out)
 	params, _ := json.Marshal(p)
-	c, err := loadStreaming(ctx, pos[0], sf, pos[1])
+	c, err := loadStreaming(ctx, pos[0], sf, only.modules(pos[1])...)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&p.Data, "data", "", "also run local_hessian on this little-endian float32 [tokens, in] file")
 	var sf sourceFlags
 	sf.register(fs, true, true)
+	only := indexShardsFlag(fs)
 	pos, err := parseFlags(fs, args, 2, "SOURCE MODULE")
 	if err != nil {
 		return err
@@ -28,7 +29,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		p.Recipes = []string{"max", "mse", "four_six", "least_squares", "local_hessian"}
 	}
 	params, _ := json.Marshal(p)
-	c, err := loadStreaming(ctx, pos[0], sf, pos[1])
+	c, err := loadStreaming(ctx, pos[0], sf, only.modules(pos[1])...)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	backend := fs.String("backend", "cpu", backendUsage)
 	var sf sourceFlags
 	sf.register(fs, true, true)
+	only := indexShardsFlag(fs)
 	pos, err := parseFlags(fs, args, 2, "SOURCE MODULE")
 	if err != nil {
 		return err
@@ -31,7 +32,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeBackend()
-	c, err := loadStreaming(ctx, pos[0], sf, pos[1])
+	c, err := loadStreaming(ctx, pos[0], sf, only.modules(pos[1])...)
 	if err != nil {
 		return err
 	}

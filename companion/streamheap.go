@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -29,8 +30,8 @@ const streamHeadroom = 48 << 20
 // 8 MB module of the same 180,000-tensor repo (TestRemoteStreamMemory
 // holds a 235 MB module to 40 MB). decode and stats add nothing else;
 // quantize and report hold the module's float32 weight, forward a layer's.
-// Given modules (the one a command works on), it reads only the shards
-// holding them (loadModules).
+// Given modules (the one a command works on, with --index-shards), it
+// reads only the shards the index names for them (loadModules).
 func loadStreaming(ctx context.Context, source string, sf sourceFlags, modules ...string) (*checkpoint.Checkpoint, error) {
 	c, err := loadModules(ctx, source, sf, modules)
 	if err != nil {
@@ -65,4 +66,24 @@ func streamGCPercent(live uint64) int {
 		return 100
 	}
 	return int(min(100, max(25, streamHeadroom*100/live)))
+}
+
+// indexShards is a module command's --index-shards: read only the shards
+// the index names for the module's tensors (checkpoint.Options.Modules).
+// It is not the default because it trusts the index: a tensor of the
+// module that the index leaves out, in a shard it does not name for the
+// module, is not seen, and the module is then decoded without it (no header
+// read can tell; a runtime loads every tensor of every shard).
+type indexShards struct{ on *bool }
+
+func indexShardsFlag(fs *flag.FlagSet) indexShards {
+	return indexShards{fs.Bool("index-shards", false, "read only the shards model.safetensors.index.json names for the module's tensors, not every shard's header (faster on a repo of many shards; trusts the index: a tensor of the module it leaves out is not seen)")}
+}
+
+// modules is what loadStreaming is given: the module, with the flag.
+func (f indexShards) modules(module string) []string {
+	if *f.on {
+		return []string{module}
+	}
+	return nil
 }
