@@ -87,7 +87,7 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 			}
 		}
 		if c.Index, err = parseIndexEach(idx, each); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", src.Name(), err) // which repo's index, as a shard's error says
 		}
 		if len(idx) >= 4<<20 {
 			// The index is the largest thing a load reads, and nothing of it

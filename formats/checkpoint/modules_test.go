@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/quantscope/quantscope/formats/hub"
@@ -148,5 +149,15 @@ func TestLoadModulesDistrustsAMisplacingIndex(t *testing.T) {
 	defer p.Close()
 	if !p.Partial() || len(p.Shards) != 1 {
 		t.Fatalf("shards %d, partial %v; want one", len(p.Shards), p.Partial())
+	}
+}
+
+// A broken index's error names the repo it is in, as a shard's does.
+func TestIndexErrorNamesTheRepo(t *testing.T) {
+	shards := map[string][]safetensors.WriteTensor{"model-00001-of-00001.safetensors": {{Name: "a.weight", DType: safetensors.BF16, Shape: []uint64{4}, Data: make([]byte, 8)}}}
+	dir := writeFiles(t, shards, map[string][]byte{indexFile: []byte(`{"weight_map":{"a.weight":`)})
+	_, err := Load(context.Background(), &hub.Dir{Root: dir}, Options{})
+	if err == nil || !strings.HasPrefix(err.Error(), dir+": "+indexFile+": rule index-json: ") {
+		t.Fatalf("a cut index: %v", err)
 	}
 }
