@@ -233,7 +233,7 @@ func (c *Checkpoint) Module(name string) (*scheme.Module, bool) {
 // caller built them otherwise.
 func (c *Checkpoint) moduleNamed(name string) (*scheme.Module, bool) {
 	c.byModuleOnce.Do(func() {
-		if slices.IsSortedFunc(c.Modules, func(a, b *scheme.Module) int { return strings.Compare(a.Name, b.Name) }) {
+		if slices.IsSortedFunc(c.Modules, cmpModule) {
 			return
 		}
 		c.byModule = make(map[string]*scheme.Module, len(c.Modules))

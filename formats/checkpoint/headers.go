@@ -241,8 +241,8 @@ func readAt(r io.ReaderAt, buf []byte, off int64) (int, error) {
 
 // readShard reads a header in one read of a guessed prefix, and a second,
 // exact one only when the guess was short. Its buffers come from bufs and
-// go back there once the header is parsed (not after an error: its text
-// may hold views of them).
+// go back there once the header is parsed (after an error they are simply
+// dropped).
 func readShard(ctx context.Context, src hub.Source, p string, guess int64, bufs *headerBuffers) (*Shard, error) {
 	r, size, err := src.Open(ctx, p)
 	if err != nil {

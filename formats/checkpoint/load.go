@@ -44,10 +44,10 @@ func Load(ctx context.Context, src hub.Source, opt Options) (*Checkpoint, error)
 		}
 		return b, err
 	}
-	if _, indexed := sizes[indexFile]; indexed && len(opt.Modules) > 0 {
-		// a load of a few modules' shards looks up no redirect ahead: most
-		// of the shards it will not read
-	} else if p, ok := src.(hub.Preparer); ok {
+	// (a load of a few modules' shards, which an index will name, looks
+	// up no redirect ahead: most of the shards it will not read)
+	_, indexed := sizes[indexFile]
+	if p, ok := src.(hub.Preparer); ok && !(indexed && len(opt.Modules) > 0) {
 		p.Prepare(ctx, likelyShards(files, sizes))
 	}
 	// The three JSON files are independent: fetch them together.

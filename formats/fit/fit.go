@@ -392,8 +392,8 @@ func (pl *Plan) Estimate(o Options) (*Report, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	m, r := pl.model, Repo{Source: pl.source, Commit: pl.commit, HFQuant: pl.hfQuant}
-	rep := &Report{Source: r.Source, Commit: r.Commit, TP: o.TP, Batch: o.Batch, MaxPosition: m.MaxPosition, BytesBySplit: map[string]uint64{}}
+	m, r := pl.model, Repo{Source: pl.source, HFQuant: pl.hfQuant}
+	rep := &Report{Source: r.Source, Commit: pl.commit, TP: o.TP, Batch: o.Batch, MaxPosition: m.MaxPosition, BytesBySplit: map[string]uint64{}}
 	var notes []string
 	e := &estimator{mods: pl.mods, wcache: map[int]uint64{}, mtp: o.MTP, heads: m.NumAttentionHeads}
 	var err error

@@ -84,7 +84,7 @@ func (f *RemoteFile) Size() int64 {
 
 // ReadAt reads len(p) bytes at off.
 func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
-	data, err := f.read(off, int64(len(p)), p, 0, false)
+	data, err := f.read(off, p, 0, false)
 	return len(data), err
 }
 
@@ -92,7 +92,7 @@ func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
 // tensor's last byte + 1): reading ahead, it reads no further than end,
 // and it keeps the next read ahead of the stream in flight (prefetch).
 func (f *RemoteFile) ReadAtWithin(p []byte, off, end int64) (int, error) {
-	data, err := f.read(off, int64(len(p)), p, end, false)
+	data, err := f.read(off, p, end, false)
 	return len(data), err
 }
 
@@ -124,10 +124,7 @@ func (f *RemoteFile) ReadOnce(dst []byte, off int64) (int, error) {
 		n := copy(dst, b)
 		f.touch(i)
 		f.mu.Unlock()
-		if n < len(dst) {
-			return n, io.EOF
-		}
-		return n, nil
+		return n, f.readEnd(off, int64(n), int64(len(dst)), size)
 	}
 	f.noteEnd(off + want)
 	f.mu.Unlock()
@@ -139,25 +136,34 @@ func (f *RemoteFile) ReadOnce(dst []byte, off int64) (int, error) {
 	if n > 0 && &data[0] != &dst[0] { // not read in place (it always is: dst has the room)
 		n = copy(dst, data)
 	}
-	if n < len(dst) {
-		f.mu.Lock()
-		size = f.size
-		f.mu.Unlock()
-		if size >= 0 && off+int64(n) >= size {
-			return n, io.EOF
-		}
-		return n, fmt.Errorf("%s: short read at %d: %w", f.name, off, io.ErrUnexpectedEOF)
-	}
-	return n, nil
+	f.mu.Lock()
+	size = f.size
+	f.mu.Unlock()
+	return n, f.readEnd(off, int64(n), int64(len(dst)), size)
 }
 
-// read is ReadAt into dst, returning the part of dst filled. It copies
+// readEnd is the error of a read of n bytes at off that got got of them:
+// none when it got them all, io.EOF when it stopped at the file's end (of
+// size bytes, when known), else a short read.
+func (f *RemoteFile) readEnd(off, got, n, size int64) error {
+	switch {
+	case got >= n:
+		return nil
+	case size >= 0 && off+got >= size:
+		return io.EOF
+	}
+	return fmt.Errorf("%s: short read at %d: %w", f.name, off, io.ErrUnexpectedEOF)
+}
+
+// read is ReadAt into dst, returning the part of dst filled (all of it,
+// but at the end of the file). It copies
 // out of a cached block under the lock, so that a block can go back to the
 // client's spare buffers when the cache lets it go (see remember). end, when above
 // 0, is where the read's stream ends (ReadAtWithin); cont says the read
 // continues a stream (the rest of a band split at a block's end).
-func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byte, error) {
-	if off < 0 || n < 0 {
+func (f *RemoteFile) read(off int64, dst []byte, end int64, cont bool) ([]byte, error) {
+	n := int64(len(dst))
+	if off < 0 {
 		return nil, fmt.Errorf("%s: negative offset", f.name)
 	}
 	if n == 0 {
@@ -190,7 +196,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 				f.touch(i)
 				k := copy(dst, pre)
 				f.mu.Unlock()
-				rest, err := f.read(off+int64(k), n-int64(k), dst[k:], end, true)
+				rest, err := f.read(off+int64(k), dst[k:], end, true)
 				return dst[:k+len(rest)], err
 			}
 		}
@@ -277,15 +283,7 @@ func (f *RemoteFile) read(off, n int64, dst []byte, end int64, cont bool) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	got := min(int64(len(data)), n)
-	data = dst
-	if got < n {
-		if size >= 0 && off+got >= size {
-			return data, io.EOF
-		}
-		return data, fmt.Errorf("%s: short read at %d: %w", f.name, off, io.ErrUnexpectedEOF)
-	}
-	return data, nil
+	return dst, f.readEnd(off, min(int64(len(data)), n), n, size)
 }
 
 // resolve looks up where the hub redirects the file, without reading it,

@@ -140,6 +140,16 @@ func looksLikeText(b []byte) bool {
 // When prefix is too short it returns an error wrapping ErrShortPrefix;
 // PrefixNeed gives the exact length to fetch.
 func ParsePrefix(file string, prefix []byte, size int64) (*Header, error) {
+	js, err := prefixJSON(file, prefix, size)
+	if err != nil {
+		return nil, err
+	}
+	return parseJSON(file, js, size, false)
+}
+
+// prefixJSON is the header's JSON in a file's first bytes, or why the
+// bytes are not enough (ErrShortPrefix) or break the length rules.
+func prefixJSON(file string, prefix []byte, size int64) ([]byte, error) {
 	need, err := PrefixNeed(file, prefix, size)
 	if err != nil {
 		return nil, err
@@ -147,21 +157,18 @@ func ParsePrefix(file string, prefix []byte, size int64) (*Header, error) {
 	if int64(len(prefix)) < need {
 		return nil, fmt.Errorf("%s: have %d bytes, need %d: %w", file, len(prefix), need, ErrShortPrefix)
 	}
-	return parseJSON(file, prefix[8:need], size, false)
+	return prefix[8:need], nil
 }
 
 // ParseOwnedPrefix is ParsePrefix for a caller that hands the buffer over:
 // the header's names are then views into prefix, not a copy of it, so
 // prefix must never be changed afterwards.
 func ParseOwnedPrefix(file string, prefix []byte, size int64) (*Header, error) {
-	need, err := PrefixNeed(file, prefix, size)
+	js, err := prefixJSON(file, prefix, size)
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(prefix)) < need {
-		return nil, fmt.Errorf("%s: have %d bytes, need %d: %w", file, len(prefix), need, ErrShortPrefix)
-	}
-	return parseJSON(file, prefix[8:need], size, true)
+	return parseJSON(file, js, size, true)
 }
 
 // ParseReusedPrefix is ParsePrefix for a caller that reuses prefix once it
@@ -170,14 +177,10 @@ func ParseOwnedPrefix(file string, prefix []byte, size int64) (*Header, error) {
 // header's names are about a third of its bytes, so this keeps neither the
 // prefix nor a copy of the whole header.
 func ParseReusedPrefix(file string, prefix []byte, size int64) (*Header, error) {
-	need, err := PrefixNeed(file, prefix, size)
+	js, err := prefixJSON(file, prefix, size)
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(prefix)) < need {
-		return nil, fmt.Errorf("%s: have %d bytes, need %d: %w", file, len(prefix), need, ErrShortPrefix)
-	}
-	js := prefix[8:need]
 	h, err := parseValid(file, js, size, true)
 	if err != nil {
 		// the same error again, its strings in a copy of the header: the

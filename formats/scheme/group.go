@@ -317,7 +317,6 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 		m.infos = append(m.infos, t)
 	}
 	var deferred []*TensorInfo
-	stacked := 0 // modules marked fused: stems of ModelOpt's stacked-experts names
 	for i := range tensors {
 		t := &tensors[i]
 		mod, role := SplitName(t.Name)
@@ -326,22 +325,18 @@ func Group(tensors []TensorInfo, s *Scheme, shapes ShapeValues) []*Module {
 			continue
 		}
 		add(mod, role, t)
-		if mod != t.Name && !last.fused && slices.Contains(fusedRoles, role) {
-			// a flag on the module, not a set of names: every quantized
-			// linear has such a role, and a set cost 4 MB and a hash each
-			// on a 180,000-tensor repo
+		if mod != t.Name && slices.Contains(fusedRoles, role) {
+			// a stem of ModelOpt's stacked-experts names: a flag on the
+			// module, not a set of names (every quantized linear has such
+			// a role; a set cost 4 MB and a hash each on a 180,000-tensor
+			// repo)
 			last.fused = true
-			stacked++
 		}
 	}
 	for _, m := range order {
-		if stacked == 0 {
-			break
-		}
 		if !m.fused {
 			continue
 		}
-		stacked--
 		// the stacked parameter itself, named as its module: its weight
 		for _, t := range m.infos {
 			if t.Role == "tensor" && t.Name == m.Name {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"slices"
+	"strings"
 
 	"github.com/quantscope/quantscope/formats/checkpoint"
 	"github.com/quantscope/quantscope/formats/hub"
@@ -47,7 +48,7 @@ func (m memRepo) List(context.Context) ([]hub.File, error) {
 	for p, b := range m {
 		out = append(out, hub.File{Path: p, Size: int64(len(b))})
 	}
-	slices.SortFunc(out, func(a, b hub.File) int { return compareStrings(a.Path, b.Path) })
+	slices.SortFunc(out, func(a, b hub.File) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
 }
 
@@ -65,16 +66,6 @@ func (m memRepo) Open(_ context.Context, p string) (io.ReaderAt, int64, error) {
 		return nil, 0, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
 	}
 	return bytes.NewReader(b), int64(len(b)), nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // warmRepo makes a DeepSeek-shaped NVFP4 repo of two shards.
